@@ -1,0 +1,68 @@
+"""pylucid: a small define-by-run autograd library with Numba CPU kernels and an MLX GPU path.
+
+>>> import pylucid as pl
+>>> x = pl.tensor([0.5, 1.0, 8.0], requires_grad=True)
+>>> loss = (pl.log2(x) * pl.log2(x)).sum()
+>>> loss.backward()
+>>> x.grad                    # 2 log2(x) / (x ln 2)
+tensor([-5.7708,  0.    ,  1.082 ])
+"""
+
+from pylucid import backends, graph, ops
+from pylucid.dtypes import DType, bool_, float32, float64, int32, int64
+from pylucid.factories import (
+    arange,
+    from_numpy,
+    full,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from pylucid.graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from pylucid.ops import add, div, log2, mean, mul, neg, sub, sum  # noqa: A004
+from pylucid.tensor import Tensor
+
+bool = bool_  # noqa: A001  (pl.bool, as torch.bool)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DType",
+    "Tensor",
+    "add",
+    "arange",
+    "backends",
+    "bool",
+    "div",
+    "enable_grad",
+    "float32",
+    "float64",
+    "from_numpy",
+    "full",
+    "graph",
+    "int32",
+    "int64",
+    "is_grad_enabled",
+    "log2",
+    "manual_seed",
+    "mean",
+    "mul",
+    "neg",
+    "no_grad",
+    "ones",
+    "ones_like",
+    "ops",
+    "rand",
+    "randn",
+    "set_grad_enabled",
+    "sub",
+    "sum",
+    "tensor",
+    "zeros",
+    "zeros_like",
+]

@@ -1,0 +1,161 @@
+"""The ``mlx`` backend: ``mlx.core.array`` storage, MLX's GPU where it has one.
+
+On a machine without a Metal or CUDA device MLX runs on its CPU stream; :meth:`info` says
+which. MLX computes float64 only on its CPU stream, so float64 work is sent there explicitly
+(never silently degraded to float32). MLX is imported lazily: pylucid imports without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from pylucid.backends.base import Axes, Shape
+from pylucid.dtypes import DType, as_dtype, float64
+
+LN2 = 0.69314718055994530942
+
+_INSTALL_HINT = (
+    'the mlx backend needs MLX: pip install "pylucid[mlx]" '
+    '(or: pip install "mlx[cpu]" on Linux, pip install mlx on macOS)'
+)
+
+
+class MLXBackend:
+    """GPU backend built on ``mlx.core``."""
+
+    name = "mlx"
+    device = "gpu"
+
+    @cached_property
+    def _import_error(self) -> str:
+        try:
+            importlib.import_module("mlx.core")
+        except ImportError as exc:
+            return f"{_INSTALL_HINT} ({exc})"
+        return ""
+
+    @cached_property
+    def mx(self) -> Any:
+        """The ``mlx.core`` module."""
+        import mlx.core
+
+        return mlx.core
+
+    @cached_property
+    def _has_gpu(self) -> bool:
+        return bool(self.mx.is_available(self.mx.gpu))
+
+    def is_available(self) -> bool:
+        return not self._import_error
+
+    def unavailable_reason(self) -> str:
+        return self._import_error
+
+    def info(self) -> dict[str, str]:
+        runs_on = (
+            "gpu"
+            if self._has_gpu
+            else f"cpu stream (no Metal or CUDA device on {platform.system()})"
+        )
+        return {"runs_on": runs_on, "mlx": self.mx.__version__, "float64": "cpu stream"}
+
+    def _stream(self, dtype: DType) -> Any:
+        return self.mx.cpu if dtype is float64 or not self._has_gpu else self.mx.gpu
+
+    def _mx_dtype(self, dtype: DType) -> Any:
+        return getattr(self.mx, dtype.name)
+
+    # -- conversion -------------------------------------------------------------------------
+    def from_numpy(self, array: np.ndarray, dtype: DType) -> Any:
+        # The dtype must be explicit: mx.array(float64 ndarray) silently gives float32.
+        return self.mx.array(np.asarray(array, dtype=dtype.numpy), dtype=self._mx_dtype(dtype))
+
+    def to_numpy(self, storage: Any) -> np.ndarray:
+        return np.array(storage)  # a copy: NumPy code must not write into MLX's buffers
+
+    def shape(self, storage: Any) -> Shape:
+        return tuple(storage.shape)
+
+    def dtype(self, storage: Any) -> DType:
+        return as_dtype(str(storage.dtype).rsplit(".", 1)[-1])
+
+    def full(self, shape: Shape, value: float, dtype: DType) -> Any:
+        return self.mx.full(shape, value, dtype=self._mx_dtype(dtype), stream=self._stream(dtype))
+
+    def cast(self, a: Any, dtype: DType) -> Any:
+        target = self._mx_dtype(dtype)
+        return a if a.dtype == target else a.astype(target, stream=self._stream(dtype))
+
+    def clone(self, a: Any) -> Any:
+        return a  # mx.array values are immutable: sharing one is safe.
+
+    # -- elementwise ------------------------------------------------------------------------
+    def _operands(self, dtype: DType, *operands: Any) -> list[Any]:
+        mx = self.mx
+        return [
+            self.cast(a, dtype)
+            if isinstance(a, mx.array)
+            else mx.array(a, dtype=self._mx_dtype(dtype))
+            for a in operands
+        ]
+
+    def log2(self, a, shape, dtype):
+        return self.mx.log2(self.cast(a, dtype), stream=self._stream(dtype))
+
+    def log2_backward(self, x, g, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        x, g = self._operands(dtype, x, g)
+        return mx.divide(g, mx.multiply(x, LN2, stream=s), stream=s)
+
+    def neg(self, a, shape, dtype):
+        return self.mx.negative(self.cast(a, dtype), stream=self._stream(dtype))
+
+    def add(self, a, b, shape, dtype):
+        return self.mx.add(*self._operands(dtype, a, b), stream=self._stream(dtype))
+
+    def sub(self, a, b, shape, dtype):
+        return self.mx.subtract(*self._operands(dtype, a, b), stream=self._stream(dtype))
+
+    def mul(self, a, b, shape, dtype):
+        return self.mx.multiply(*self._operands(dtype, a, b), stream=self._stream(dtype))
+
+    def div(self, a, b, shape, dtype):
+        return self.mx.divide(*self._operands(dtype, a, b), stream=self._stream(dtype))
+
+    def div_backward_b(self, a, b, g, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        a, b, g = self._operands(dtype, a, b, g)
+        return mx.negative(
+            mx.divide(mx.multiply(g, a, stream=s), mx.square(b, stream=s), stream=s), stream=s
+        )
+
+    def pow_scalar(self, a, exponent, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        return mx.power(
+            self.cast(a, dtype), mx.array(exponent, dtype=self._mx_dtype(dtype)), stream=s
+        )
+
+    def pow_scalar_backward(self, x, g, exponent, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        x, g = self._operands(dtype, x, g)
+        if exponent == 0:
+            return mx.zeros_like(g, stream=s)
+        p = mx.array(exponent, dtype=self._mx_dtype(dtype))
+        return mx.multiply(mx.multiply(g, p, stream=s), mx.power(x, p - 1, stream=s), stream=s)
+
+    # -- reductions and shape ---------------------------------------------------------------
+    def sum(self, a: Any, axes: Axes, keepdims: bool, dtype: DType) -> Any:
+        return self.mx.sum(
+            self.cast(a, dtype), axis=list(axes), keepdims=keepdims, stream=self._stream(dtype)
+        )
+
+    def broadcast_to(self, a: Any, shape: Shape) -> Any:
+        return self.mx.broadcast_to(a, shape)
+
+    def reshape(self, a: Any, shape: Shape) -> Any:
+        return self.mx.reshape(a, shape)

@@ -1,0 +1,169 @@
+"""The backend registry and backend selection.
+
+Selection order for a new tensor: explicit ``device=`` / ``.to()`` > the innermost
+:func:`use` context (thread-local) > :func:`set_default` > the ``PYLUCID_BACKEND``
+environment variable > ``numba``. Ops run on their inputs' backend.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.metadata import entry_points
+
+from pylucid.backends.base import Backend
+
+__all__ = [
+    "BackendUnavailableError",
+    "register",
+    "get",
+    "names",
+    "available",
+    "info",
+    "use",
+    "set_default",
+    "current",
+    "resolve",
+]
+
+ENV_VAR = "PYLUCID_BACKEND"
+ENTRY_POINT_GROUP = "pylucid.backends"
+_BUILTIN_DEFAULT = "numba"
+
+_BACKENDS: dict[str, Backend] = {}
+_DEVICE_DEFAULTS: dict[str, str] = {}
+_default_name: str | None = None
+_local = threading.local()
+_entry_points_loaded = False
+
+
+class BackendUnavailableError(RuntimeError):
+    """A backend was asked for that cannot run here; the message says how to install it."""
+
+
+def register(backend: Backend, *, default_for_device: bool = False) -> None:
+    """Add ``backend`` under ``backend.name``.
+
+    Parameters
+    ----------
+    backend : Backend
+        An object implementing :class:`~pylucid.backends.base.Backend`.
+    default_for_device : bool
+        Make it the backend that ``device=backend.device`` selects.
+
+    Raises
+    ------
+    ValueError
+        If another backend already has that name.
+    """
+    if backend.name in _BACKENDS and _BACKENDS[backend.name] is not backend:
+        raise ValueError(f"a backend named {backend.name!r} is already registered")
+    _BACKENDS[backend.name] = backend
+    if default_for_device or backend.device not in _DEVICE_DEFAULTS:
+        _DEVICE_DEFAULTS[backend.device] = backend.name
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        backend = entry.load()
+        register(backend() if isinstance(backend, type) else backend)
+
+
+def names() -> list[str]:
+    """Names of all registered backends, available or not."""
+    _load_entry_points()
+    return sorted(_BACKENDS)
+
+
+def available() -> list[str]:
+    """Names of the registered backends that can run here."""
+    return [n for n in names() if _BACKENDS[n].is_available()]
+
+
+def get(name: str) -> Backend:
+    """Return the backend registered as ``name``.
+
+    Raises
+    ------
+    KeyError
+        If no backend has that name (the message lists the registered ones).
+    BackendUnavailableError
+        If it is registered but cannot run here (the message says how to install it).
+    """
+    _load_entry_points()
+    if name not in _BACKENDS:
+        raise KeyError(f"no backend named {name!r}; registered backends: {', '.join(names())}")
+    backend = _BACKENDS[name]
+    if not backend.is_available():
+        raise BackendUnavailableError(backend.unavailable_reason())
+    return backend
+
+
+def resolve(device_or_name: str) -> Backend:
+    """The backend for a device (``"cpu"``, ``"gpu"``) or a backend name (``"mlx"``)."""
+    _load_entry_points()
+    if device_or_name in _DEVICE_DEFAULTS:
+        return get(_DEVICE_DEFAULTS[device_or_name])
+    if device_or_name in _BACKENDS:
+        return get(device_or_name)
+    raise ValueError(
+        f"unknown device or backend {device_or_name!r}; devices: "
+        f"{', '.join(sorted(_DEVICE_DEFAULTS))}; backends: {', '.join(names())}"
+    )
+
+
+def info() -> dict[str, dict[str, str]]:
+    """For every registered backend: availability, device and what it runs on."""
+    report = {}
+    for name in names():
+        backend = _BACKENDS[name]
+        if backend.is_available():
+            report[name] = {"available": "yes", "device": backend.device, **backend.info()}
+        else:
+            report[name] = {"available": "no", "reason": backend.unavailable_reason()}
+    return report
+
+
+def _use_stack() -> list[Backend]:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+@contextmanager
+def use(device_or_name: str) -> Iterator[Backend]:
+    """Within the block, new tensors are created on this backend (thread-local, nestable).
+
+    Examples
+    --------
+    >>> with pl.backends.use("mlx"):
+    ...     x = pl.ones(3)          # on "gpu"
+    """
+    stack = _use_stack()
+    stack.append(resolve(device_or_name))
+    try:
+        yield stack[-1]
+    finally:
+        stack.pop()
+
+
+def set_default(device_or_name: str | None) -> None:
+    """Set the process-wide default backend (``None`` restores environment/built-in)."""
+    global _default_name
+    _default_name = None if device_or_name is None else resolve(device_or_name).name
+
+
+def current() -> Backend:
+    """The backend a new tensor without ``device=`` is created on."""
+    stack = _use_stack()
+    if stack:
+        return stack[-1]
+    if _default_name is not None:
+        return get(_default_name)
+    return resolve(os.environ.get(ENV_VAR) or _BUILTIN_DEFAULT)

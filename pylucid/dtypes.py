@@ -1,0 +1,145 @@
+"""The dtypes of pylucid and PyTorch's type-promotion rules.
+
+A :class:`DType` is backend-neutral: backends map it to their own type (``np.float32``,
+``mx.float32``). Promotion follows PyTorch, not NumPy: the category (bool < integer <
+floating) decides first and the width only within a category, so ``int64 + float32`` is
+``float32`` (NumPy would say float64) and a Python scalar never widens a tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "DType",
+    "bool_",
+    "int32",
+    "int64",
+    "float32",
+    "float64",
+    "default_float",
+    "as_dtype",
+    "promote_types",
+    "result_type",
+]
+
+_BOOL, _INT, _FLOAT = 0, 1, 2
+
+
+@dataclass(frozen=True, eq=False)
+class DType:
+    """A tensor element type.
+
+    Attributes
+    ----------
+    name : str
+        The public name (``"float32"``).
+    numpy : numpy.dtype
+        The NumPy dtype used for CPU storage.
+    category : int
+        0 bool, 1 integer, 2 floating: the first key of type promotion.
+    """
+
+    name: str
+    numpy: np.dtype
+    category: int
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.numpy.itemsize
+
+    @property
+    def is_floating_point(self) -> bool:
+        """Whether the type is a floating-point type (only these can require grad)."""
+        return self.category == _FLOAT
+
+    def __repr__(self) -> str:
+        return f"pylucid.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+bool_ = DType("bool", np.dtype(np.bool_), _BOOL)
+int32 = DType("int32", np.dtype(np.int32), _INT)
+int64 = DType("int64", np.dtype(np.int64), _INT)
+float32 = DType("float32", np.dtype(np.float32), _FLOAT)
+float64 = DType("float64", np.dtype(np.float64), _FLOAT)
+
+default_float = float32
+_ALL = (bool_, int32, int64, float32, float64)
+_BY_NUMPY = {d.numpy: d for d in _ALL}
+_BY_NAME = {d.name: d for d in _ALL}
+
+
+def as_dtype(spec: object) -> DType:
+    """Return the :class:`DType` named by ``spec``.
+
+    Parameters
+    ----------
+    spec : DType, str, numpy dtype or Python type
+        ``pl.float32``, ``"float32"``, ``np.float32``, ``float`` (float32), ``int`` (int64)
+        or ``bool``.
+
+    Raises
+    ------
+    TypeError
+        If ``spec`` names no supported dtype; the message lists the supported ones.
+    """
+    if isinstance(spec, DType):
+        return spec
+    if spec is float:
+        return default_float
+    if spec is int:
+        return int64
+    if spec is bool:
+        return bool_
+    if isinstance(spec, str) and spec in _BY_NAME:
+        return _BY_NAME[spec]
+    try:
+        found = _BY_NUMPY.get(np.dtype(spec))
+    except TypeError:
+        found = None
+    if found is None:
+        supported = ", ".join(d.name for d in _ALL)
+        raise TypeError(f"unsupported dtype {spec!r}; pylucid supports {supported}")
+    return found
+
+
+def promote_types(a: DType, b: DType) -> DType:
+    """Return the dtype of a binary op between tensors of dtypes ``a`` and ``b``.
+
+    The higher category wins (bool < integer < floating); within a category the wider type.
+    """
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    return a if a.itemsize >= b.itemsize else b
+
+
+def scalar_category(value: object) -> int:
+    """The promotion category of a Python scalar (bool, int or float)."""
+    if isinstance(value, (bool, np.bool_)):
+        return _BOOL
+    if isinstance(value, (int, np.integer)):
+        return _INT
+    return _FLOAT
+
+
+def result_type(*operands: DType | bool | int | float) -> DType:
+    """Return the result dtype of an op over tensor dtypes and Python scalars.
+
+    Tensor dtypes promote with :func:`promote_types`; a Python scalar only matters when its
+    category is higher than every tensor's: then it gives that category's default type
+    (float32 for a float, int64 for an int), as in PyTorch.
+    """
+    tensor_types = [d for d in operands if isinstance(d, DType)]
+    result = tensor_types[0]
+    for d in tensor_types[1:]:
+        result = promote_types(result, d)
+    for value in operands:
+        if not isinstance(value, DType) and scalar_category(value) > result.category:
+            result = default_float if scalar_category(value) == _FLOAT else int64
+    return result

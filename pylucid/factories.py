@@ -1,0 +1,216 @@
+"""Tensor factories: ``tensor``, ``zeros``, ``ones``, ``full``, ``arange``, ``rand``, ...
+
+``device`` accepts ``"cpu"``, ``"gpu"`` or a backend name; without it the current backend
+is used (see :func:`pylucid.backends.current`). Random factories draw from one NumPy
+generator seeded by :func:`manual_seed`, so a seed gives the same numbers on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pylucid import backends
+from pylucid.backends.base import Backend
+from pylucid.dtypes import DType, as_dtype, default_float, float32, int64
+from pylucid.tensor import Tensor
+
+__all__ = [
+    "tensor",
+    "from_numpy",
+    "zeros",
+    "ones",
+    "full",
+    "zeros_like",
+    "ones_like",
+    "arange",
+    "rand",
+    "randn",
+    "manual_seed",
+]
+
+_rng = np.random.default_rng()
+
+
+def _backend(device: str | None) -> Backend:
+    return backends.current() if device is None else backends.resolve(device)
+
+
+def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape):
+        raise ValueError(f"a shape is a tuple of non-negative integers, got {shape!r}")
+    return tuple(int(n) for n in shape)
+
+
+def _wrap(array: np.ndarray, dtype: DType, device: str | None, requires_grad: bool) -> Tensor:
+    backend = _backend(device)
+    return Tensor._make(backend.from_numpy(array, dtype), backend, dtype, requires_grad)
+
+
+def tensor(
+    data: Any,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A new tensor holding a copy of ``data``.
+
+    Parameters
+    ----------
+    data : number, nested sequence, NumPy array or Tensor
+        The values. Python floats give float32, ints int64, bools bool; a NumPy array keeps
+        its dtype.
+    dtype : dtype, optional
+        Convert to this dtype.
+    device : str, optional
+        ``"cpu"``, ``"gpu"`` or a backend name.
+    requires_grad : bool
+        Track gradients (floating dtypes only).
+    """
+    if isinstance(data, Tensor):
+        array = data._backend.to_numpy(data._storage)
+    else:
+        array = np.asarray(data)
+        if array.dtype == object:
+            raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data")
+    if dtype is None:
+        if isinstance(data, (Tensor, np.ndarray, np.generic)):
+            dtype = as_dtype(array.dtype)
+        elif array.dtype.kind == "f":
+            dtype = default_float
+        elif array.dtype.kind in "iu":
+            dtype = int64
+        else:
+            dtype = as_dtype(array.dtype)
+    dtype = as_dtype(dtype)
+    return _wrap(np.array(array, dtype=dtype.numpy, copy=True), dtype, device, requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A CPU tensor sharing memory with ``array`` (no copy; writes show on both sides)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    dtype = as_dtype(array.dtype)
+    backend = backends.resolve("cpu")
+    return Tensor._make(array, backend, dtype)
+
+
+def full(
+    shape: Sequence[int] | int,
+    fill_value: float,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor of ``shape`` filled with ``fill_value`` (dtype inferred from it if None)."""
+    dtype = as_dtype(dtype) if dtype is not None else tensor(fill_value).dtype
+    backend = _backend(device)
+    shape = _shape((shape,) if isinstance(shape, int) else tuple(shape))
+    return Tensor._make(backend.full(shape, fill_value, dtype), backend, dtype, requires_grad)
+
+
+def zeros(
+    *shape: Any,
+    dtype: DType | Any = float32,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor of zeros; ``zeros(2, 3)`` and ``zeros((2, 3))`` are the same."""
+    return full(_shape(shape), 0, as_dtype(dtype), device, requires_grad)
+
+
+def ones(
+    *shape: Any,
+    dtype: DType | Any = float32,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor of ones; ``ones(2, 3)`` and ``ones((2, 3))`` are the same."""
+    return full(_shape(shape), 1, as_dtype(dtype), device, requires_grad)
+
+
+def _like(x: Tensor, value: float, dtype: Any, device: str | None, requires_grad: bool) -> Tensor:
+    dtype = x.dtype if dtype is None else as_dtype(dtype)
+    return full(x.shape, value, dtype, device or x._backend.name, requires_grad)
+
+
+def zeros_like(
+    x: Tensor,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Zeros with ``x``'s shape, and its dtype and device unless given."""
+    return _like(x, 0, dtype, device, requires_grad)
+
+
+def ones_like(
+    x: Tensor,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Ones with ``x``'s shape, and its dtype and device unless given."""
+    return _like(x, 1, dtype, device, requires_grad)
+
+
+def arange(
+    start: float,
+    stop: float | None = None,
+    step: float = 1,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Values from ``start`` to ``stop`` (excluded) by ``step``; ``arange(n)`` is 0..n-1.
+
+    Integer arguments give int64, any float argument float32.
+    """
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    if dtype is None:
+        integral = all(isinstance(v, (int, np.integer)) for v in (start, stop, step))
+        dtype = int64 if integral else default_float
+    dtype = as_dtype(dtype)
+    return _wrap(np.arange(start, stop, step, dtype=dtype.numpy), dtype, device, requires_grad)
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the generator behind :func:`rand` and :func:`randn`."""
+    global _rng
+    _rng = np.random.default_rng(seed)
+
+
+def _random(kind: str, shape: tuple[Any, ...], dtype: Any, device: str | None, rg: bool) -> Tensor:
+    dtype = as_dtype(dtype)
+    if not dtype.is_floating_point:
+        raise TypeError(f"{kind}: dtype must be floating, got {dtype.name}")
+    shape = _shape(shape)
+    draw = _rng.random if kind == "rand" else _rng.standard_normal
+    return _wrap(draw(shape, dtype=dtype.numpy), dtype, device, rg)
+
+
+def rand(
+    *shape: Any,
+    dtype: DType | Any = float32,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return _random("rand", shape, dtype, device, requires_grad)
+
+
+def randn(
+    *shape: Any,
+    dtype: DType | Any = float32,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Standard normal samples."""
+    return _random("randn", shape, dtype, device, requires_grad)

@@ -1,0 +1,2 @@
+"""Numba kernels: scalar math written once, loops generated from it. Arrays in, arrays out;
+nothing here knows tensors or graphs."""

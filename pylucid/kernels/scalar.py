@@ -1,0 +1,79 @@
+"""Scalar math of the elementwise ops: one jitable function per forward or gradient.
+
+Each function is generic over float32 and float64; the loop generator
+(:mod:`pylucid.kernels.loops`) turns it into contiguous serial and parallel loops. Gradient
+functions are fused: they take the forward's inputs and the upstream gradient ``g`` and return
+the input gradient in one expression, so their loops read each array once and write once.
+Python float literals are float64 in Numba, so a float32 gradient such as ``log2_grad`` is
+computed in float64 and rounded once when stored.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba.extending import register_jitable
+
+#: ln 2 to 17 significant digits: the float64 nearest to log(2), so ``1 / (x * LN2)`` is
+#: the same value PyTorch's derivatives.yaml writes as ``0.6931471805599453``.
+LN2 = 0.69314718055994530942
+
+
+@register_jitable
+def log2(x):
+    """y = log2(x)."""
+    return math.log2(x)
+
+
+@register_jitable
+def log2_grad(x, g):
+    """dL/dx = g / (x ln 2) for y = log2(x)."""
+    return g / (x * LN2)
+
+
+@register_jitable
+def neg(x):
+    """y = -x."""
+    return -x
+
+
+@register_jitable
+def add(a, b):
+    """y = a + b."""
+    return a + b
+
+
+@register_jitable
+def sub(a, b):
+    """y = a - b."""
+    return a - b
+
+
+@register_jitable
+def mul(a, b):
+    """y = a * b."""
+    return a * b
+
+
+@register_jitable
+def div(a, b):
+    """y = a / b."""
+    return a / b
+
+
+@register_jitable
+def div_grad_b(a, b, g):
+    """dL/db = -g a / b^2 for y = a / b."""
+    return -g * a / (b * b)
+
+
+@register_jitable
+def pow_scalar(x, p):
+    """y = x ** p for a scalar exponent p."""
+    return x**p
+
+
+@register_jitable
+def pow_scalar_grad(x, g, p):
+    """dL/dx = g p x^(p-1) for y = x ** p; 0 where p == 0 (so 0 ** 0 has gradient 0)."""
+    return g * p * x ** (p - 1) if p != 0 else 0 * g

@@ -1,0 +1,93 @@
+"""Binary arithmetic with NumPy broadcasting: add, sub, mul, div.
+
+Gradients are returned at the output's shape; :meth:`pylucid.ops.base.Op.backward` sums
+them over the broadcast dimensions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylucid.backends.base import Backend, Shape
+from pylucid.dtypes import DType
+from pylucid.ops.base import BinaryOp
+from pylucid.ops.schema import OpSchema
+
+
+class AddBackward(BinaryOp):
+    r"""Autograd node for :math:`y = a + b`; saves nothing.
+
+    .. math:: \frac{\partial L}{\partial a} = g, \qquad \frac{\partial L}{\partial b} = g
+    """
+
+    schema_v1 = OpSchema(name="add", input_arity=2)
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.add(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        return g, g
+
+
+class SubBackward(BinaryOp):
+    r"""Autograd node for :math:`y = a - b`; saves nothing.
+
+    .. math:: \frac{\partial L}{\partial a} = g, \qquad \frac{\partial L}{\partial b} = -g
+    """
+
+    schema_v1 = OpSchema(name="sub", input_arity=2)
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.sub(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        return g, self.backend.neg(g, self.shape, self.dtype) if needs_b else None
+
+
+class MulBackward(BinaryOp):
+    r"""Autograd node for :math:`y = a b`; saves ``a`` and ``b``.
+
+    .. math:: \frac{\partial L}{\partial a} = g\, b, \qquad \frac{\partial L}{\partial b} = g\, a
+    """
+
+    schema_v1 = OpSchema(name="mul", input_arity=2, saved=("a", "b"))
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.mul(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        be, saved = self.backend, self.saved
+        return (
+            be.mul(g, saved.b, self.shape, self.dtype) if needs_a else None,
+            be.mul(g, saved.a, self.shape, self.dtype) if needs_b else None,
+        )
+
+
+class DivBackward(BinaryOp):
+    r"""Autograd node for :math:`y = a / b` (true division); saves ``a`` and ``b``.
+
+    .. math::
+        \frac{\partial L}{\partial a} = \frac{g}{b}, \qquad
+        \frac{\partial L}{\partial b} = -\frac{g\, a}{b^2}
+
+    The gradient for ``b`` is one fused kernel. Integer inputs give float32 (``real_valued``).
+    """
+
+    schema_v1 = OpSchema(name="div", input_arity=2, saved=("a", "b"), real_valued=True)
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.div(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        be, saved = self.backend, self.saved
+        return (
+            be.div(g, saved.b, self.shape, self.dtype) if needs_a else None,
+            be.div_backward_b(saved.a, saved.b, g, self.shape, self.dtype) if needs_b else None,
+        )

@@ -1,0 +1,226 @@
+"""The shared op machinery: one node class per op, declared once.
+
+An op is a subclass of :class:`Op` (through a family base: :class:`UnaryOp`,
+:class:`BinaryOp`, :class:`ReduceOp`) whose body is its ``schema_v1``, its static
+``dispatch`` forward and its ``grad_formula`` backward. Declaring the class registers it.
+:meth:`Op.apply` does everything else the same way for every op: it checks devices and
+shapes, chooses the compute dtype from the schema, dispatches to the inputs' backend, and -
+only when grad mode is on and an input requires grad - records the node, saving what the
+schema names. The node's :meth:`Op.backward` undoes broadcasting and casts each gradient back
+to its input's dtype, so no ``grad_formula`` has to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pylucid.backends.base import Backend, Shape
+from pylucid.dtypes import DType, default_float, promote_types
+from pylucid.graph.grad_mode import is_grad_enabled
+from pylucid.graph.node import Node, SavedValues
+from pylucid.ops.schema import OpSchema, register_op
+from pylucid.tensor import Tensor
+
+__all__ = ["Op", "UnaryOp", "BinaryOp", "ReduceOp", "broadcast_shapes", "sum_to"]
+
+
+def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
+    """The NumPy broadcast of ``shapes``, or a ValueError naming ``op`` and the shapes."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = " and ".join(str(tuple(s)) for s in shapes)
+        raise ValueError(f"{op}: shapes {listed} cannot be broadcast together") from None
+
+
+def sum_to(backend: Backend, grad: Any, grad_shape: Shape, shape: Shape) -> Any:
+    """Sum ``grad`` (of ``grad_shape``) over the dimensions broadcasting added to ``shape``."""
+    lead = len(grad_shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, size in enumerate(shape) if size == 1 and grad_shape[lead + i] != 1
+    )
+    if axes:
+        grad = backend.sum(grad, axes, False, backend.dtype(grad))
+    return backend.reshape(grad, shape)
+
+
+def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> Backend:
+    backend = inputs[0]._backend
+    for name, tensor in zip(names[1:], inputs[1:]):
+        if tensor._backend is not backend:
+            raise RuntimeError(
+                f"{op}: expected all tensors on one device, but {names[0]} is on "
+                f"{inputs[0].device!r} ({backend.name}) and {name} is on {tensor.device!r} "
+                f"({tensor._backend.name}); move one with .to()"
+            )
+    return backend
+
+
+class Op(Node):
+    """Base of every op node. Subclasses declare ``schema_v1``, ``dispatch``, ``grad_formula``.
+
+    Attributes set on a recorded node
+    ---------------------------------
+    saved : SavedValues
+        The storages named by ``schema_v1.saved`` (inputs by name, or ``result``), freed
+        after backward.
+    backend : Backend
+        The backend the forward ran on.
+    input_shapes, input_dtypes : tuple
+        Of every input, for undoing broadcasts and casting gradients back.
+    shape, dtype
+        The output's shape and the compute dtype.
+    needs_input_grad : tuple of bool
+        Which inputs need a gradient; a formula may return None for the others.
+    """
+
+    schema_v1: ClassVar[OpSchema]
+    input_names: ClassVar[tuple[str, ...]] = ("x",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "schema_v1" in cls.__dict__:
+            schema = cls.schema_v1
+            if schema.input_arity != len(cls.input_names):
+                raise TypeError(
+                    f"{cls.__name__}: schema says {schema.input_arity} inputs but the class "
+                    f"names {len(cls.input_names)}: {cls.input_names}"
+                )
+            register_op(cls)
+
+    # -- declared by each op ----------------------------------------------------------------
+    @staticmethod
+    def dispatch(
+        backend: Backend, *storages: Any, shape: Shape, dtype: DType, **params: Any
+    ) -> Any:
+        """Run the forward on ``backend``; return the output storage."""
+        raise NotImplementedError
+
+    def grad_formula(self, g: Any) -> tuple[Any, ...]:
+        """Gradients of the inputs (storage or None each) from the output gradient ``g``."""
+        raise NotImplementedError(f"{self.name} has no gradient")
+
+    @classmethod
+    def output_shape(cls, shapes: Sequence[Shape], **params: Any) -> Shape:
+        """The output shape; raise a ValueError naming the op for invalid shapes."""
+        return broadcast_shapes(cls.schema_v1.name, *shapes)
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
+        """The dtype the op computes in: promoted inputs, float32 for integer real_valued."""
+        dtype = dtypes[0]
+        for other in dtypes[1:]:
+            dtype = promote_types(dtype, other)
+        if cls.schema_v1.real_valued and not dtype.is_floating_point:
+            dtype = default_float
+        return dtype
+
+    @classmethod
+    def result_dtype(cls, compute_dtype: DType) -> DType:
+        """The output's dtype (comparisons override this to bool)."""
+        return compute_dtype
+
+    @classmethod
+    def result_backend(cls, backend: Backend, **params: Any) -> Backend:
+        """The backend of the output (a device copy overrides this)."""
+        return backend
+
+    # -- shared machinery -------------------------------------------------------------------
+    @classmethod
+    def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
+        """Run the op forward and, when gradients are needed, record its node."""
+        schema = cls.schema_v1
+        backend = _common_backend(schema.name, cls.input_names, inputs)
+        shape = cls.output_shape([t.shape for t in inputs], **params)
+        dtype = cls.compute_dtype([t.dtype for t in inputs], **params)
+        storages = [backend.cast(t._storage, dtype) for t in inputs]
+        out = cls.dispatch(backend, *storages, shape=shape, dtype=dtype, **params)
+        result = Tensor._make(out, cls.result_backend(backend, **params), cls.result_dtype(dtype))
+        if (
+            schema.differentiable
+            and result.dtype.is_floating_point
+            and is_grad_enabled()
+            and any(t.requires_grad for t in inputs)
+        ):
+            node = cls()
+            node._record(backend, inputs, storages, out, shape, dtype, params)
+            result._set_grad_fn(node)
+        return result
+
+    def _record(
+        self,
+        backend: Backend,
+        inputs: Sequence[Tensor],
+        storages: Sequence[Any],
+        out: Any,
+        shape: Shape,
+        dtype: DType,
+        params: dict[str, Any],
+    ) -> None:
+        for key, value in params.items():
+            setattr(self, key, value)
+        self.backend = backend
+        self.shape, self.dtype = shape, dtype
+        self.input_shapes = tuple(t.shape for t in inputs)
+        self.input_dtypes = tuple(t.dtype for t in inputs)
+        self.next_edges = tuple(t._grad_edge() if t.requires_grad else None for t in inputs)
+        values = dict(zip(self.input_names, storages))
+        values["result"] = out
+        self.saved = SavedValues(self.name, {k: values[k] for k in self.schema_v1.saved})
+
+    @property
+    def needs_input_grad(self) -> tuple[bool, ...]:
+        """For each input, whether its gradient is needed."""
+        return tuple(edge is not None for edge in self.next_edges)
+
+    def backward(self, grad: Any) -> tuple[Any, ...]:
+        grads = self.grad_formula(grad)
+        results = []
+        for g, needed, shape, dtype in zip(
+            grads, self.needs_input_grad, self.input_shapes, self.input_dtypes
+        ):
+            if g is None or not needed:
+                results.append(None)
+                continue
+            g_shape = self.backend.shape(g)
+            if g_shape != shape:
+                g = sum_to(self.backend, g, g_shape, shape)
+            results.append(self.backend.cast(g, dtype))
+        return tuple(results)
+
+    def release(self) -> None:
+        self.saved.release()
+
+
+class UnaryOp(Op):
+    """An elementwise op of one tensor ``x``: output shape = input shape."""
+
+    input_names = ("x",)
+
+
+class BinaryOp(Op):
+    """An elementwise op of tensors ``a`` and ``b`` with NumPy broadcasting."""
+
+    input_names = ("a", "b")
+
+
+class ReduceOp(Op):
+    """A reduction of ``x`` over ``axes`` (a normalised tuple), with ``keepdims``."""
+
+    input_names = ("x",)
+
+    @classmethod
+    def output_shape(
+        cls, shapes: Sequence[Shape], *, axes: tuple[int, ...], keepdims: bool
+    ) -> Shape:
+        (shape,) = shapes
+        if keepdims:
+            return tuple(1 if i in axes else size for i, size in enumerate(shape))
+        return tuple(size for i, size in enumerate(shape) if i not in axes)
+
+    def _keepdims_shape(self) -> Shape:
+        """The output shape with the reduced axes kept as size 1 (for broadcasting back)."""
+        return tuple(1 if i in self.axes else n for i, n in enumerate(self.input_shapes[0]))

@@ -1,0 +1,53 @@
+"""Differentiable conversions: to another dtype, to another device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylucid.backends.base import Backend, Shape
+from pylucid.dtypes import DType
+from pylucid.ops.base import UnaryOp
+from pylucid.ops.schema import AmpPolicy, OpSchema
+
+
+class ToDtypeBackward(UnaryOp):
+    r"""Autograd node for a dtype conversion :math:`y = \mathrm{cast}(x)`; saves nothing.
+
+    .. math:: \frac{\partial L}{\partial x} = \mathrm{cast}_{x}(g)
+
+    (the cast back to ``x``'s dtype is done by the shared backward). Converting to an integer
+    dtype gives a tensor outside the graph.
+    """
+
+    schema_v1 = OpSchema(name="to_dtype", amp_policy=AmpPolicy.KEEP_INPUT)
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Any, *, target: DType) -> DType:
+        return target
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, target: DType) -> Any:
+        return a  # Op.apply already cast the input to the compute dtype, ``target``.
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        return (g,)
+
+
+class ToDeviceBackward(UnaryOp):
+    r"""Autograd node for a copy to another backend :math:`y = x` on ``target``.
+
+    .. math:: \frac{\partial L}{\partial x} = g \text{ copied back to } x\text{'s backend}
+    """
+
+    schema_v1 = OpSchema(name="to_device", amp_policy=AmpPolicy.KEEP_INPUT)
+
+    @classmethod
+    def result_backend(cls, backend: Backend, *, target: Backend) -> Backend:
+        return target
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, target: Backend) -> Any:
+        return target.from_numpy(be.to_numpy(a), dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        return (self.backend.from_numpy(self.target.to_numpy(g), self.dtype),)

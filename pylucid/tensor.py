@@ -1,0 +1,275 @@
+"""Tensor: a handle on backend storage plus autograd metadata.
+
+Arithmetic dunders and methods such as ``log2`` or ``sum`` call :mod:`pylucid.ops`; the
+method set is installed from the op wrappers when :mod:`pylucid.ops` is imported, so the
+Tensor class knows no op.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from pylucid.backends.base import Backend
+from pylucid.dtypes import DType, as_dtype, default_float
+from pylucid.graph import engine
+from pylucid.graph.node import AccumulateGrad, Node
+
+__all__ = ["Tensor"]
+
+
+class Tensor:
+    """An n-dimensional array on a backend, optionally tracked by autograd.
+
+    Create tensors with :func:`pylucid.tensor` and the other factories, not this class.
+    """
+
+    __slots__ = (
+        "_storage",
+        "_backend",
+        "_dtype",
+        "_shape",
+        "_requires_grad",
+        "_grad",
+        "grad_fn",
+        "_accumulator",
+        "__weakref__",
+    )
+    # NumPy scalars and arrays on the left of an operator defer to Tensor's reflected method.
+    __array_priority__ = 1000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("create tensors with pylucid.tensor(...), zeros(...), from_numpy(...)")
+
+    @classmethod
+    def _make(
+        cls, storage: Any, backend: Backend, dtype: DType, requires_grad: bool = False
+    ) -> Tensor:
+        """Wrap backend storage (no copy). Internal: ops and factories call it."""
+        self = object.__new__(cls)
+        self._storage = storage
+        self._backend = backend
+        self._dtype = dtype
+        self._shape = tuple(backend.shape(storage))
+        self._requires_grad = False
+        self._grad = None
+        self.grad_fn = None
+        self._accumulator = None
+        if requires_grad:
+            self.requires_grad_(True)
+        return self
+
+    # -- metadata ---------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The size of each dimension."""
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return len(self._shape)
+
+    @property
+    def dtype(self) -> DType:
+        """The element type."""
+        return self._dtype
+
+    @property
+    def device(self) -> str:
+        """The device: ``"cpu"`` (numba backend) or ``"gpu"`` (mlx backend)."""
+        return self._backend.device
+
+    @property
+    def backend(self) -> str:
+        """The name of the backend holding the storage (``"numba"``, ``"mlx"``)."""
+        return self._backend.name
+
+    def numel(self) -> int:
+        """The number of elements."""
+        return int(np.prod(self._shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    # -- autograd metadata ------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients are computed for this tensor."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place on a leaf; return self.
+
+        Raises
+        ------
+        TypeError
+            For a non-floating dtype (only floating tensors have gradients).
+        RuntimeError
+            When turning it off on a non-leaf (detach it instead).
+        """
+        if requires_grad and not self._dtype.is_floating_point:
+            raise TypeError(
+                f"only floating-point tensors can require grad, but this tensor is "
+                f"{self._dtype.name}; convert it first, e.g. x.to(pylucid.float32)"
+            )
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError(
+                f"requires_grad can only be turned off on leaf tensors; this one was computed "
+                f"by {self.grad_fn.name}: use .detach()"
+            )
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        """True unless the tensor was computed by a recorded op."""
+        return self.grad_fn is None
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient (None before the first backward that reaches it)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"grad must be a Tensor or None, not {type(value).__name__}")
+            if (
+                value.shape != self._shape
+                or value.dtype != self._dtype
+                or (value._backend is not self._backend)
+            ):
+                raise ValueError(
+                    f"grad must match the tensor: expected shape {self._shape}, "
+                    f"{self._dtype.name} on {self.device!r}; got shape {value.shape}, "
+                    f"{value.dtype.name} on {value.device!r}"
+                )
+        self._grad = value
+
+    def _set_grad_fn(self, node: Node) -> None:
+        self.grad_fn = node
+        self._requires_grad = True
+
+    def _grad_edge(self) -> Node:
+        """The node a gradient for this tensor flows to: its grad_fn, or its accumulator."""
+        if self.grad_fn is not None:
+            return self.grad_fn
+        accumulator = self._accumulator() if self._accumulator is not None else None
+        if accumulator is None:
+            accumulator = AccumulateGrad(self)
+            self._accumulator = weakref.ref(accumulator)
+        return accumulator
+
+    def _accumulate_grad(self, grad: Any) -> None:
+        if self._grad is None:
+            self._grad = Tensor._make(self._backend.clone(grad), self._backend, self._dtype)
+        else:
+            self._grad._storage = self._grad._storage + grad
+
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
+        """Accumulate the gradient of this tensor into the ``.grad`` of every leaf.
+
+        Parameters
+        ----------
+        gradient : Tensor, optional
+            The gradient of some loss with respect to this tensor; required unless it has
+            exactly one element.
+        retain_graph : bool
+            Keep the graph's saved values for another backward.
+        """
+        engine.backward([self], [gradient], retain_graph=retain_graph)
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this one's storage, cut from the graph."""
+        return Tensor._make(self._storage, self._backend, self._dtype)
+
+    # -- conversion -------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array.
+
+        On the ``numba`` backend the array shares memory with the tensor; if the tensor
+        requires grad it is a read-only view, so it cannot corrupt what backward saved.
+        """
+        array = self._backend.to_numpy(self._storage)
+        if self._requires_grad and array.flags.writeable:
+            array = array.view()
+            array.flags.writeable = False
+        return array
+
+    def item(self) -> float | int | bool:
+        """The value of a one-element tensor as a Python number."""
+        if self.numel() != 1:
+            raise ValueError(
+                f"item(): only one-element tensors can be converted to a Python number, "
+                f"but this tensor has shape {self._shape}"
+            )
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        """The values as (nested) Python lists."""
+        return self.numpy().tolist()
+
+    def to(self, target: str | DType | Any, dtype: DType | Any | None = None) -> Tensor:
+        """This tensor on another device or backend and/or as another dtype (differentiable).
+
+        Parameters
+        ----------
+        target : str or dtype
+            ``"cpu"``, ``"gpu"``, a backend name (``"mlx"``) or a dtype.
+        dtype : dtype, optional
+            A dtype, when ``target`` is a device.
+        """
+        from pylucid import ops
+
+        if dtype is None and _names_dtype(target):
+            result, dtype = self, target
+        else:
+            result = ops.to_device(self, target)
+        return result if dtype is None else ops.to_dtype(result, as_dtype(dtype))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise ValueError(
+                f"the truth value of a tensor with {self.numel()} elements is ambiguous; "
+                f"use .any() or .all()"
+            )
+        return bool(self.item())
+
+    def __repr__(self) -> str:
+        values = np.array2string(
+            self._backend.to_numpy(self._storage), separator=", ", precision=4, prefix="tensor("
+        )
+        extras = []
+        if self.device != "cpu":
+            extras.append(f"device={self.device!r}")
+        if self._dtype not in (default_float, as_dtype("int64"), as_dtype("bool")):
+            extras.append(f"dtype=pylucid.{self._dtype.name}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+        elif self._requires_grad:
+            extras.append("requires_grad=True")
+        return f"tensor({', '.join([values, *extras])})"
+
+
+def _names_dtype(spec: Any) -> bool:
+    try:
+        as_dtype(spec)
+    except TypeError:
+        return False
+    return True
