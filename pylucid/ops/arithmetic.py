@@ -12,6 +12,8 @@ from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType
 from pylucid.ops.base import BinaryOp
 from pylucid.ops.schema import OpSchema
+from pylucid.ops.wrapping import TensorLike, binary, tensor_method
+from pylucid.tensor import Tensor
 
 
 class AddBackward(BinaryOp):
@@ -91,3 +93,27 @@ class DivBackward(BinaryOp):
             be.div(g, saved.b, self.shape, self.dtype) if needs_a else None,
             be.div_backward_b(saved.a, saved.b, g, self.shape, self.dtype) if needs_b else None,
         )
+
+
+@tensor_method
+def add(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a + b`` with NumPy broadcasting; see :class:`AddBackward`."""
+    return binary(AddBackward, a, b)
+
+
+@tensor_method
+def sub(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a - b`` with NumPy broadcasting; see :class:`SubBackward`."""
+    return binary(SubBackward, a, b)
+
+
+@tensor_method
+def mul(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a * b`` with NumPy broadcasting; see :class:`MulBackward`."""
+    return binary(MulBackward, a, b)
+
+
+@tensor_method
+def div(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a / b`` (true division) with NumPy broadcasting; see :class:`DivBackward`."""
+    return binary(DivBackward, a, b)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylucid import backends
 from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType
 from pylucid.ops.base import UnaryOp
 from pylucid.ops.schema import AmpPolicy, OpSchema
+from pylucid.tensor import Tensor
 
 
 class ToDtypeBackward(UnaryOp):
@@ -51,3 +53,18 @@ class ToDeviceBackward(UnaryOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.from_numpy(self.target.to_numpy(g), self.dtype),)
+
+
+def to_dtype(x: Tensor, dtype: DType) -> Tensor:
+    """``x`` converted to ``dtype`` (``x`` itself when it already has it)."""
+    if x.dtype is dtype:
+        return x
+    return ToDtypeBackward.apply(x, target=dtype)
+
+
+def to_device(x: Tensor, device: str) -> Tensor:
+    """``x`` copied to ``device`` (``"cpu"``, ``"gpu"`` or a backend name); differentiable."""
+    target = backends.resolve(device)
+    if target is x._backend:
+        return x
+    return ToDeviceBackward.apply(x, target=target)

@@ -9,6 +9,7 @@ from pylucid.backends.base import Axes, Backend, Shape
 from pylucid.dtypes import DType, int64
 from pylucid.ops.base import ReduceOp
 from pylucid.ops.schema import OpSchema
+from pylucid.ops.wrapping import reduction_wrapper
 
 
 class SumBackward(ReduceOp):
@@ -59,3 +60,7 @@ class MeanBackward(ReduceOp):
         count = math.prod(self.input_shapes[0][i] for i in self.axes)
         scaled = be.div(g, count, self.shape, self.dtype)
         return (be.broadcast_to(be.reshape(scaled, self._keepdims_shape()), self.input_shapes[0]),)
+
+
+sum = reduction_wrapper(SumBackward)  # noqa: A001  (pylucid.sum, like numpy.sum and torch.sum)
+mean = reduction_wrapper(MeanBackward)

@@ -8,6 +8,8 @@ from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType
 from pylucid.ops.base import UnaryOp
 from pylucid.ops.schema import AmpPolicy, OpSchema
+from pylucid.ops.wrapping import Number, is_number, require_tensor, tensor_method, unary_wrapper
+from pylucid.tensor import Tensor
 
 
 class Log2Backward(UnaryOp):
@@ -87,3 +89,18 @@ class PowScalarBackward(UnaryOp):
                 self.saved.x, g, self.exponent, self.shape, self.dtype
             ),
         )
+
+
+log2 = unary_wrapper(Log2Backward)
+neg = unary_wrapper(NegBackward)
+
+
+@tensor_method
+def pow_scalar(x: Tensor, exponent: Number) -> Tensor:
+    """``x ** exponent`` for a Python-number exponent; see :class:`PowScalarBackward`."""
+    require_tensor("pow_scalar", "x", x)
+    if not is_number(exponent):
+        raise TypeError(
+            f"pow_scalar: the exponent must be a Python number, got {type(exponent).__name__}"
+        )
+    return PowScalarBackward.apply(x, exponent=exponent)

@@ -1,4 +1,4 @@
-"""The ``mlx`` backend: ``mlx.core.array`` storage, MLX's GPU where it has one.
+"""Core of the ``mlx`` backend: ``mlx.core.array`` storage, MLX's GPU where it has one.
 
 On a machine without a Metal or CUDA device MLX runs on its CPU stream; :meth:`info` says
 which. MLX computes float64 only on its CPU stream, so float64 work is sent there explicitly
@@ -25,11 +25,8 @@ _INSTALL_HINT = (
 )
 
 
-class MLXBackend:
-    """GPU backend built on ``mlx.core``."""
-
-    name = "mlx"
-    device = "gpu"
+class MLXCore:
+    """Conversion and core primitives; the family mixins use ``mx``, ``_stream``, ``_operands``."""
 
     @cached_property
     def _import_error(self) -> str:

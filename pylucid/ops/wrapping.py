@@ -1,5 +1,9 @@
-"""The public functions of the ops (``pylucid.log2``, ``pylucid.add``, ...) and the Tensor
-methods and operators derived from them."""
+"""What every op wrapper shares: argument checks, scalar lifting, axis normalisation, and
+the Tensor methods and operators derived from the wrappers.
+
+Each op module defines its public wrapper next to its node class, built with the helpers
+here (``unary_wrapper``, ``binary``, ``reduction_wrapper``) and marked ``@tensor_method``
+where PyTorch has a method of that name."""
 
 from __future__ import annotations
 
@@ -8,42 +12,38 @@ from typing import Any
 
 import numpy as np
 
-from pylucid import backends
-from pylucid.dtypes import DType, result_type
-from pylucid.ops.arithmetic import AddBackward, DivBackward, MulBackward, SubBackward
+from pylucid.dtypes import result_type
 from pylucid.ops.base import Op
-from pylucid.ops.conversion import ToDeviceBackward, ToDtypeBackward
-from pylucid.ops.reduce import MeanBackward, SumBackward
-from pylucid.ops.unary import Log2Backward, NegBackward, PowScalarBackward
 from pylucid.tensor import Tensor
 
 Number = bool | int | float
 TensorLike = Tensor | Number
 
-#: Tensor methods derived from the wrappers below, installed by :func:`install_tensor_methods`.
+#: Tensor methods derived from the op wrappers, installed by :func:`install_tensor_methods`.
 TENSOR_METHODS: dict[str, Callable[..., Any]] = {}
 
 
-def _method(fn: Callable[..., Any]) -> Callable[..., Any]:
+def tensor_method(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: also install ``fn`` as the Tensor method of the same name."""
     TENSOR_METHODS[fn.__name__] = fn
     return fn
 
 
-def _require_tensor(op: str, name: str, value: Any) -> Tensor:
+def require_tensor(op: str, name: str, value: Any) -> Tensor:
     if not isinstance(value, Tensor):
         raise TypeError(f"{op}: expected a Tensor for {name}, got {type(value).__name__}")
     return value
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
 
 
-def _lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
+def lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
     """``value`` as a tensor on ``like``'s backend; a number gets ``like``'s dtype category."""
     if isinstance(value, Tensor):
         return value
-    if not _is_number(value):
+    if not is_number(value):
         raise TypeError(
             f"{op}: expected a Tensor or a Python number for {name}, got {type(value).__name__}"
         )
@@ -51,67 +51,28 @@ def _lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
     return Tensor._make(like._backend.full((), value, dtype), like._backend, dtype)
 
 
-def _binary(op_class: type[Op], a: TensorLike, b: TensorLike) -> Tensor:
+def binary(op_class: type[Op], a: TensorLike, b: TensorLike) -> Tensor:
     name = op_class.schema_v1.name
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{name}: at least one operand must be a Tensor, got two numbers")
     like = a if isinstance(a, Tensor) else b
-    return op_class.apply(_lift(name, "a", a, like), _lift(name, "b", b, like))
+    return op_class.apply(lift(name, "a", a, like), lift(name, "b", b, like))
 
 
-def _unary_wrapper(op_class: type[Op]) -> Callable[[Tensor], Tensor]:
+def unary_wrapper(op_class: type[Op]) -> Callable[[Tensor], Tensor]:
     name = op_class.schema_v1.name
 
     def wrapper(x: Tensor) -> Tensor:
-        return op_class.apply(_require_tensor(name, "x", x))
+        return op_class.apply(require_tensor(name, "x", x))
 
     wrapper.__name__ = wrapper.__qualname__ = name
     wrapper.__doc__ = (
         f"Elementwise ``{name}`` of ``x``; see :class:`{op_class.__name__}` for the gradient."
     )
-    return _method(wrapper)
+    return tensor_method(wrapper)
 
 
-log2 = _unary_wrapper(Log2Backward)
-neg = _unary_wrapper(NegBackward)
-
-
-@_method
-def add(a: TensorLike, b: TensorLike) -> Tensor:
-    """``a + b`` with NumPy broadcasting; see :class:`AddBackward`."""
-    return _binary(AddBackward, a, b)
-
-
-@_method
-def sub(a: TensorLike, b: TensorLike) -> Tensor:
-    """``a - b`` with NumPy broadcasting; see :class:`SubBackward`."""
-    return _binary(SubBackward, a, b)
-
-
-@_method
-def mul(a: TensorLike, b: TensorLike) -> Tensor:
-    """``a * b`` with NumPy broadcasting; see :class:`MulBackward`."""
-    return _binary(MulBackward, a, b)
-
-
-@_method
-def div(a: TensorLike, b: TensorLike) -> Tensor:
-    """``a / b`` (true division) with NumPy broadcasting; see :class:`DivBackward`."""
-    return _binary(DivBackward, a, b)
-
-
-@_method
-def pow_scalar(x: Tensor, exponent: Number) -> Tensor:
-    """``x ** exponent`` for a Python-number exponent; see :class:`PowScalarBackward`."""
-    _require_tensor("pow_scalar", "x", x)
-    if not _is_number(exponent):
-        raise TypeError(
-            f"pow_scalar: the exponent must be a Python number, got {type(exponent).__name__}"
-        )
-    return PowScalarBackward.apply(x, exponent=exponent)
-
-
-def _normalize_axes(
+def normalize_axes(
     op: str, x: Tensor, axis: int | Sequence[int] | None, dim: int | Sequence[int] | None
 ) -> tuple[int, ...]:
     if dim is not None:
@@ -136,7 +97,7 @@ def _normalize_axes(
     return tuple(sorted(axes))
 
 
-def _reduction(op_class: type[Op]) -> Callable[..., Tensor]:
+def reduction_wrapper(op_class: type[Op]) -> Callable[..., Tensor]:
     name = op_class.schema_v1.name
 
     def wrapper(
@@ -147,8 +108,8 @@ def _reduction(op_class: type[Op]) -> Callable[..., Tensor]:
         dim: int | Sequence[int] | None = None,
         keepdim: bool | None = None,
     ) -> Tensor:
-        _require_tensor(name, "x", x)
-        axes = _normalize_axes(name, x, axis, dim)
+        require_tensor(name, "x", x)
+        axes = normalize_axes(name, x, axis, dim)
         keep = bool(keepdims if keepdim is None else keepdim)
         return op_class.apply(x, axes=axes, keepdims=keep)
 
@@ -158,26 +119,7 @@ def _reduction(op_class: type[Op]) -> Callable[..., Tensor]:
         f"reduced axes as size 1 if ``keepdims``. PyTorch's ``dim=`` / ``keepdim=`` are "
         f"accepted as aliases. See :class:`{op_class.__name__}` for the gradient."
     )
-    return _method(wrapper)
-
-
-sum = _reduction(SumBackward)  # noqa: A001  (pylucid.sum, like numpy.sum and torch.sum)
-mean = _reduction(MeanBackward)
-
-
-def to_dtype(x: Tensor, dtype: DType) -> Tensor:
-    """``x`` converted to ``dtype`` (``x`` itself when it already has it)."""
-    if x.dtype is dtype:
-        return x
-    return ToDtypeBackward.apply(x, target=dtype)
-
-
-def to_device(x: Tensor, device: str) -> Tensor:
-    """``x`` copied to ``device`` (``"cpu"``, ``"gpu"`` or a backend name); differentiable."""
-    target = backends.resolve(device)
-    if target is x._backend:
-        return x
-    return ToDeviceBackward.apply(x, target=target)
+    return tensor_method(wrapper)
 
 
 def _reflected(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
@@ -189,26 +131,30 @@ def _reflected(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tens
 
 def _operator(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
     def operator(self: Tensor, other: Any) -> Any:
-        if not isinstance(other, Tensor) and not _is_number(other):
+        if not isinstance(other, Tensor) and not is_number(other):
             return NotImplemented
         return fn(self, other)
 
     return operator
 
 
-def _power(self: Tensor, exponent: Any) -> Tensor:
-    if isinstance(exponent, Tensor):
-        raise TypeError("** with a tensor exponent is not supported yet; use a Python number")
-    return pow_scalar(self, exponent)
+def install_tensor_methods(
+    binary_operators: dict[str, Callable[[Any, Any], Tensor]],
+    unary_operators: dict[str, Callable[..., Tensor]],
+) -> None:
+    """Attach the op wrappers to :class:`~pylucid.tensor.Tensor` as methods and operators.
 
-
-def install_tensor_methods() -> None:
-    """Attach the op wrappers to :class:`~pylucid.tensor.Tensor` as methods and operators."""
+    Parameters
+    ----------
+    binary_operators : dict
+        Dunder stem to wrapper: ``{"add": add}`` installs ``__add__`` and ``__radd__``.
+    unary_operators : dict
+        Dunder name to function: ``{"__neg__": neg}``.
+    """
     for name, fn in TENSOR_METHODS.items():
         setattr(Tensor, name, fn)
-    operators = {"add": add, "sub": sub, "mul": mul, "truediv": div}
-    for name, fn in operators.items():
+    for name, fn in binary_operators.items():
         setattr(Tensor, f"__{name}__", _operator(fn))
         setattr(Tensor, f"__r{name}__", _operator(_reflected(fn)))
-    Tensor.__neg__ = neg
-    Tensor.__pow__ = _power
+    for name, fn in unary_operators.items():
+        setattr(Tensor, name, fn)

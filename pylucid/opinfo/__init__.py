@@ -1,0 +1,15 @@
+"""The op database: for every op, how to call it, its NumPy float64 reference, a sampler
+that respects its domain, and its tolerances.
+
+Tests, the demo's gradcheck summary and the benchmarks iterate :data:`OPS`; a completeness
+test fails when a registered public op has no record here. Each op family keeps its records
+in its own module.
+"""
+
+from pylucid.opinfo import core
+from pylucid.opinfo.records import OpInfo, Sampler, away_from_zero, uniform
+
+OPS: tuple[OpInfo, ...] = core.RECORDS
+BY_NAME = {info.name: info for info in OPS}
+
+__all__ = ["BY_NAME", "OPS", "OpInfo", "Sampler", "away_from_zero", "uniform"]

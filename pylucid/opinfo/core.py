@@ -1,0 +1,57 @@
+"""Op records of the foundation ops: log2, arithmetic, sum/mean and conversions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import pylucid as pl
+from pylucid.opinfo.records import OpInfo, away_from_zero, uniform
+
+_BINARY_SHAPES = (((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((3, 4), ()))
+
+RECORDS: tuple[OpInfo, ...] = (
+    OpInfo("log2", pl.log2, np.log2, (uniform(0.1, 10.0),)),
+    OpInfo("neg", pl.neg, np.negative, (uniform(-5.0, 5.0),)),
+    OpInfo("add", pl.add, np.add, (uniform(-5, 5), uniform(-5, 5)), _BINARY_SHAPES),
+    OpInfo("sub", pl.sub, np.subtract, (uniform(-5, 5), uniform(-5, 5)), _BINARY_SHAPES),
+    OpInfo("mul", pl.mul, np.multiply, (uniform(-5, 5), uniform(-5, 5)), _BINARY_SHAPES),
+    OpInfo("div", pl.div, np.divide, (uniform(-5, 5), away_from_zero(0.5, 5)), _BINARY_SHAPES),
+    OpInfo(
+        "pow_scalar",
+        lambda x: x**3.5,
+        lambda x: x**3.5,
+        (uniform(0.1, 3.0),),
+    ),
+    OpInfo(
+        "sum",
+        lambda x: pl.sum(x, axis=1),
+        lambda x: np.sum(x, axis=1),
+        (uniform(-5, 5),),
+        (((3, 4),), ((2, 3, 4),)),
+        rtol=1e-5,
+    ),
+    OpInfo(
+        "mean",
+        lambda x: pl.mean(x, axis=(0, -1), keepdims=True),
+        lambda x: np.mean(x, axis=(0, -1), keepdims=True),
+        (uniform(-5, 5),),
+        (((3, 4),), ((2, 3, 4),)),
+        rtol=1e-5,
+    ),
+    OpInfo(
+        "to_dtype",
+        lambda x: x.to(pl.float32 if x.dtype is pl.float64 else pl.float64).to(x.dtype),
+        lambda x: x,
+        (uniform(-5, 5),),
+        # The float32 round trip moves x by up to 2**-24 |x|: a 1e-2 step keeps the
+        # difference quotient's error below 5 * 6e-8 / 1e-2 = 3e-5.
+        gradcheck_kwargs={"eps": 1e-2, "atol": 1e-4},
+    ),
+    OpInfo(
+        "to_device",
+        lambda x: x.to("cpu" if x.device == "gpu" else "gpu").to(x.device),
+        lambda x: x,
+        (uniform(-5, 5),),
+        tags=frozenset({"needs_mlx"}),
+    ),
+)
