@@ -24,21 +24,37 @@ from pylucid.factories import (
     zeros_like,
 )
 from pylucid.graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from pylucid.ops import add, div, log2, mean, mul, neg, sub, sum  # noqa: A004
+from pylucid.ops import FAMILIES as _OP_FAMILIES
+from pylucid.ops.activations import *  # noqa: F403
+from pylucid.ops.arithmetic import *  # noqa: F403
+from pylucid.ops.binary import *  # noqa: F403
+from pylucid.ops.comparison import *  # noqa: F403
+from pylucid.ops.elementwise_math import *  # noqa: F403
+from pylucid.ops.indexing import *  # noqa: F403
+from pylucid.ops.linalg import *  # noqa: F403
+from pylucid.ops.reduce import *  # noqa: F403
+from pylucid.ops.shape import *  # noqa: F403
+from pylucid.ops.softmax import *  # noqa: F403
+from pylucid.ops.unary import *  # noqa: F403
 from pylucid.tensor import Tensor
 
 bool = bool_  # noqa: A001  (pl.bool, as torch.bool)
 
 __version__ = "0.1.0"
 
+_PUBLIC_OPS = [
+    name
+    for family in _OP_FAMILIES
+    for name in family.__all__
+    if not name.endswith("Backward") and not name.startswith("to_")
+]
+
 __all__ = [
     "DType",
     "Tensor",
-    "add",
     "arange",
     "backends",
     "bool",
-    "div",
     "enable_grad",
     "float32",
     "float64",
@@ -48,11 +64,7 @@ __all__ = [
     "int32",
     "int64",
     "is_grad_enabled",
-    "log2",
     "manual_seed",
-    "mean",
-    "mul",
-    "neg",
     "no_grad",
     "ones",
     "ones_like",
@@ -60,9 +72,8 @@ __all__ = [
     "rand",
     "randn",
     "set_grad_enabled",
-    "sub",
-    "sum",
     "tensor",
     "zeros",
     "zeros_like",
+    *_PUBLIC_OPS,
 ]

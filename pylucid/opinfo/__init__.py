@@ -6,10 +6,17 @@ test fails when a registered public op has no record here. Each op family keeps 
 in its own module.
 """
 
-from pylucid.opinfo import core
+from pylucid.opinfo import binary, core, elementwise, linalg, reduction, shape
 from pylucid.opinfo.records import OpInfo, Sampler, away_from_zero, uniform
 
-OPS: tuple[OpInfo, ...] = core.RECORDS
+OPS: tuple[OpInfo, ...] = (
+    core.RECORDS
+    + elementwise.RECORDS
+    + binary.RECORDS
+    + reduction.RECORDS
+    + linalg.RECORDS
+    + shape.RECORDS
+)
 BY_NAME = {info.name: info for info in OPS}
 
 __all__ = ["BY_NAME", "OPS", "OpInfo", "Sampler", "away_from_zero", "uniform"]

@@ -1,5 +1,7 @@
 """Binary arithmetic with NumPy broadcasting: add, sub, mul, div.
 
+Public: add, sub, mul, div (and the operators + - * /).
+
 Gradients are returned at the output's shape; :meth:`pylucid.ops.base.Op.backward` sums
 them over the broadcast dimensions.
 """
@@ -12,8 +14,10 @@ from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType
 from pylucid.ops.base import BinaryOp
 from pylucid.ops.schema import OpSchema
-from pylucid.ops.wrapping import TensorLike, binary, tensor_method
+from pylucid.ops.wrapping import TensorLike, binary, binary_operator, tensor_method
 from pylucid.tensor import Tensor
+
+__all__ = ["AddBackward", "DivBackward", "MulBackward", "SubBackward", "add", "div", "mul", "sub"]
 
 
 class AddBackward(BinaryOp):
@@ -95,24 +99,28 @@ class DivBackward(BinaryOp):
         )
 
 
+@binary_operator("add")
 @tensor_method
 def add(a: TensorLike, b: TensorLike) -> Tensor:
     """``a + b`` with NumPy broadcasting; see :class:`AddBackward`."""
     return binary(AddBackward, a, b)
 
 
+@binary_operator("sub")
 @tensor_method
 def sub(a: TensorLike, b: TensorLike) -> Tensor:
     """``a - b`` with NumPy broadcasting; see :class:`SubBackward`."""
     return binary(SubBackward, a, b)
 
 
+@binary_operator("mul")
 @tensor_method
 def mul(a: TensorLike, b: TensorLike) -> Tensor:
     """``a * b`` with NumPy broadcasting; see :class:`MulBackward`."""
     return binary(MulBackward, a, b)
 
 
+@binary_operator("truediv")
 @tensor_method
 def div(a: TensorLike, b: TensorLike) -> Tensor:
     """``a / b`` (true division) with NumPy broadcasting; see :class:`DivBackward`."""

@@ -11,6 +11,8 @@ from pylucid.ops.base import UnaryOp
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.tensor import Tensor
 
+__all__ = ["ToDeviceBackward", "ToDtypeBackward", "to_device", "to_dtype"]
+
 
 class ToDtypeBackward(UnaryOp):
     r"""Autograd node for a dtype conversion :math:`y = \mathrm{cast}(x)`; saves nothing.

@@ -11,6 +11,8 @@ from pylucid.ops.base import ReduceOp
 from pylucid.ops.schema import OpSchema
 from pylucid.ops.wrapping import reduction_wrapper
 
+__all__ = ["MeanBackward", "SumBackward", "mean", "sum"]
+
 
 class SumBackward(ReduceOp):
     r"""Autograd node for :math:`y = \sum_{i \in \text{axes}} x_i`; saves nothing.

@@ -8,8 +8,17 @@ from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType
 from pylucid.ops.base import UnaryOp
 from pylucid.ops.schema import AmpPolicy, OpSchema
-from pylucid.ops.wrapping import Number, is_number, require_tensor, tensor_method, unary_wrapper
+from pylucid.ops.wrapping import (
+    Number,
+    dunder,
+    is_number,
+    require_tensor,
+    tensor_method,
+    unary_wrapper,
+)
 from pylucid.tensor import Tensor
+
+__all__ = ["Log2Backward", "NegBackward", "PowScalarBackward", "log2", "neg", "pow_scalar"]
 
 
 class Log2Backward(UnaryOp):
@@ -92,7 +101,7 @@ class PowScalarBackward(UnaryOp):
 
 
 log2 = unary_wrapper(Log2Backward)
-neg = unary_wrapper(NegBackward)
+neg = dunder("__neg__")(unary_wrapper(NegBackward))
 
 
 @tensor_method
@@ -104,3 +113,10 @@ def pow_scalar(x: Tensor, exponent: Number) -> Tensor:
             f"pow_scalar: the exponent must be a Python number, got {type(exponent).__name__}"
         )
     return PowScalarBackward.apply(x, exponent=exponent)
+
+
+@dunder("__pow__")
+def _power(x: Tensor, exponent: object) -> Tensor:
+    if isinstance(exponent, Tensor):
+        raise TypeError("** with a tensor exponent is not supported yet; use a Python number")
+    return pow_scalar(x, exponent)

@@ -21,12 +21,38 @@ TensorLike = Tensor | Number
 
 #: Tensor methods derived from the op wrappers, installed by :func:`install_tensor_methods`.
 TENSOR_METHODS: dict[str, Callable[..., Any]] = {}
+#: Binary operator stems (``"add"``: ``__add__`` and ``__radd__``) to wrappers.
+BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {}
+#: Other dunders (``"__neg__"``, ``"__getitem__"``) to functions.
+DUNDERS: dict[str, Callable[..., Any]] = {}
 
 
 def tensor_method(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: also install ``fn`` as the Tensor method of the same name."""
     TENSOR_METHODS[fn.__name__] = fn
     return fn
+
+
+def binary_operator(*stems: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: install the wrapper as ``__stem__`` and ``__rstem__`` for each stem."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for stem in stems:
+            BINARY_OPERATORS[stem] = fn
+        return fn
+
+    return register
+
+
+def dunder(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: install ``fn`` as the given Tensor dunders (``"__neg__"``)."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for name in names:
+            DUNDERS[name] = fn
+        return fn
+
+    return register
 
 
 def require_tensor(op: str, name: str, value: Any) -> Tensor:
@@ -138,23 +164,13 @@ def _operator(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tenso
     return operator
 
 
-def install_tensor_methods(
-    binary_operators: dict[str, Callable[[Any, Any], Tensor]],
-    unary_operators: dict[str, Callable[..., Tensor]],
-) -> None:
-    """Attach the op wrappers to :class:`~pylucid.tensor.Tensor` as methods and operators.
-
-    Parameters
-    ----------
-    binary_operators : dict
-        Dunder stem to wrapper: ``{"add": add}`` installs ``__add__`` and ``__radd__``.
-    unary_operators : dict
-        Dunder name to function: ``{"__neg__": neg}``.
-    """
+def install_tensor_methods() -> None:
+    """Attach every registered wrapper to :class:`~pylucid.tensor.Tensor` as a method or
+    operator (called once by :mod:`pylucid.ops` after importing the op families)."""
     for name, fn in TENSOR_METHODS.items():
         setattr(Tensor, name, fn)
-    for name, fn in binary_operators.items():
-        setattr(Tensor, f"__{name}__", _operator(fn))
-        setattr(Tensor, f"__r{name}__", _operator(_reflected(fn)))
-    for name, fn in unary_operators.items():
+    for stem, fn in BINARY_OPERATORS.items():
+        setattr(Tensor, f"__{stem}__", _operator(fn))
+        setattr(Tensor, f"__r{stem}__", _operator(_reflected(fn)))
+    for name, fn in DUNDERS.items():
         setattr(Tensor, name, fn)

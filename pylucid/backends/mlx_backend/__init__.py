@@ -3,10 +3,15 @@
 The backend class is composed of one mixin per op family, each in its own module.
 """
 
+from pylucid.backends.mlx_backend.binary import MLXBinary
 from pylucid.backends.mlx_backend.core import MLXCore
+from pylucid.backends.mlx_backend.elementwise import MLXElementwise
+from pylucid.backends.mlx_backend.linalg import MLXLinalg
+from pylucid.backends.mlx_backend.reduction import MLXReduction
+from pylucid.backends.mlx_backend.shape import MLXShape
 
 
-class MLXBackend(MLXCore):
+class MLXBackend(MLXCore, MLXElementwise, MLXBinary, MLXReduction, MLXLinalg, MLXShape):
     """GPU backend built on ``mlx.core`` (its CPU stream where there is no GPU)."""
 
     name = "mlx"

@@ -1,0 +1,5 @@
+"""MLX primitives of the ``linalg`` op family (being written)."""
+
+
+class MLXLinalg:
+    """Primitives of the ``linalg`` family on the mlx backend."""

@@ -1,0 +1,3 @@
+"""Op family ``activations`` (being written)."""
+
+__all__: list[str] = []

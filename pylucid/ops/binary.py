@@ -1,0 +1,3 @@
+"""Op family ``binary`` (being written)."""
+
+__all__: list[str] = []

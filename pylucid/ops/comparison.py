@@ -1,0 +1,3 @@
+"""Op family ``comparison`` (being written)."""
+
+__all__: list[str] = []

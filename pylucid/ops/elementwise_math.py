@@ -1,0 +1,3 @@
+"""Op family ``elementwise_math`` (being written)."""
+
+__all__: list[str] = []

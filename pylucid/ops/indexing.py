@@ -1,0 +1,3 @@
+"""Op family ``indexing`` (being written)."""
+
+__all__: list[str] = []

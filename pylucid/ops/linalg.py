@@ -1,0 +1,3 @@
+"""Op family ``linalg`` (being written)."""
+
+__all__: list[str] = []

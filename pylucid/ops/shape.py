@@ -1,0 +1,3 @@
+"""Op family ``shape`` (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Op family ``softmax`` (being written)."""
+
+__all__: list[str] = []
