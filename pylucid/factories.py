@@ -74,7 +74,10 @@ def tensor(
     if isinstance(data, Tensor):
         array = data._backend.to_numpy(data._storage)
     else:
-        array = np.asarray(data)
+        try:
+            array = np.asarray(data)
+        except ValueError as exc:  # ragged nested sequences
+            raise TypeError(f"tensor: cannot make a tensor from this data: {exc}") from None
         if array.dtype == object:
             raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data")
     if dtype is None:

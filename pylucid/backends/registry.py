@@ -166,4 +166,10 @@ def current() -> Backend:
         return stack[-1]
     if _default_name is not None:
         return get(_default_name)
-    return resolve(os.environ.get(ENV_VAR) or _BUILTIN_DEFAULT)
+    configured = os.environ.get(ENV_VAR)
+    if not configured:
+        return get(_BUILTIN_DEFAULT)
+    try:
+        return resolve(configured)
+    except ValueError as exc:
+        raise ValueError(f"{ENV_VAR}={configured!r}: {exc}") from None
