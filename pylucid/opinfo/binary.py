@@ -1,5 +1,82 @@
-"""Op records of the ``binary`` family (being written)."""
+"""Op records of the binary family: pow, atan2, maximum, minimum, where and the comparisons.
 
-from pylucid.opinfo.records import OpInfo
+Samplers keep the gradients smooth where the records are gradchecked: pow's base is
+positive (the exponent's gradient is ``ln a``), atan2 stays off the ``a = 0`` branch cut and
+the origin, maximum/minimum and the order comparisons draw continuous values, so ties (the
+kinks) have probability 0. ``eq`` and ``ne`` draw small integers, so ties are common: their
+outputs are constant under a 1e-6 step either way, and finite differences are 0 as backward
+says. Ties, nan and edge values are tested in ``tests/test_binary.py``.
+"""
 
-RECORDS: tuple[OpInfo, ...] = ()
+from __future__ import annotations
+
+import numpy as np
+
+import pylucid as pl
+from pylucid.opinfo.records import OpInfo, Sampler, away_from_zero, uniform
+
+#: Broadcasting combinations: equal shapes, trailing, both sides stretched, 0-d either side.
+_SHAPES = (
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),
+    ((2, 1, 4), (3, 1)),
+    ((3, 4), ()),
+    ((), (2, 3)),
+    ((4, 1), (1, 3)),
+)
+#: where: condition, a, b; each stretched by another, and 0-d ones.
+_WHERE_SHAPES = (
+    ((3, 4), (3, 4), (3, 4)),
+    ((3, 1), (4,), (3, 4)),
+    ((2, 1, 4), (3, 1), ()),
+    ((), (2, 3), (3,)),
+)
+
+
+def _small_integers(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Integers in [-2, 2] as floats: exact in every dtype, and equal often."""
+    return rng.integers(-2, 3, size=shape).astype(np.float64)
+
+
+def _comparison(name: str, reference: np.ufunc, sampler: Sampler) -> OpInfo:
+    return OpInfo(
+        name,
+        getattr(pl, name),
+        reference,
+        (sampler, sampler),
+        _SHAPES,
+        tags=frozenset({"bool_output"}),
+    )
+
+
+RECORDS: tuple[OpInfo, ...] = (
+    OpInfo(
+        "pow",
+        pl.pow,
+        np.power,
+        (uniform(0.5, 3.0), uniform(-2.0, 2.0)),
+        _SHAPES,
+    ),
+    OpInfo(
+        "atan2",
+        pl.atan2,
+        np.arctan2,
+        (away_from_zero(0.1, 5.0), uniform(-5.0, 5.0)),
+        _SHAPES,
+    ),
+    OpInfo("maximum", pl.maximum, np.maximum, (uniform(-5, 5), uniform(-5, 5)), _SHAPES),
+    OpInfo("minimum", pl.minimum, np.minimum, (uniform(-5, 5), uniform(-5, 5)), _SHAPES),
+    OpInfo(
+        "where",
+        lambda c, a, b: pl.where(c > 0, a, b),
+        lambda c, a, b: np.where(c > 0, a, b),
+        (uniform(-1, 1), uniform(-5, 5), uniform(-5, 5)),
+        _WHERE_SHAPES,
+    ),
+    _comparison("eq", np.equal, _small_integers),
+    _comparison("ne", np.not_equal, _small_integers),
+    _comparison("lt", np.less, uniform(-5, 5)),
+    _comparison("le", np.less_equal, uniform(-5, 5)),
+    _comparison("gt", np.greater, uniform(-5, 5)),
+    _comparison("ge", np.greater_equal, uniform(-5, 5)),
+)

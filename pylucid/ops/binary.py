@@ -1,3 +1,324 @@
-"""Op family ``binary`` (being written)."""
+"""Binary elementwise math with NumPy broadcasting: pow, atan2, maximum, minimum, and where.
 
-__all__: list[str] = []
+Public: pow (and ``number ** tensor``), atan2, maximum, minimum, where.
+
+Dtypes follow :mod:`pylucid.dtypes` (PyTorch's promotion; a Python number never widens a
+tensor). Gradients are returned at the output's shape; :meth:`pylucid.ops.base.Op.backward`
+sums them over the broadcast dimensions and casts them to each input's dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pylucid.backends.base import Backend, Shape
+from pylucid.dtypes import DType, bool_, promote_types
+from pylucid.graph.grad_mode import is_grad_enabled
+from pylucid.ops.base import BinaryOp, Op, _common_backend
+from pylucid.ops.schema import AmpPolicy, OpSchema
+from pylucid.ops.unary import pow_scalar
+from pylucid.ops.wrapping import (
+    TensorLike,
+    binary,
+    dunder,
+    is_number,
+    lift,
+    require_tensor,
+    tensor_method,
+)
+from pylucid.tensor import Tensor
+
+__all__ = [
+    "Atan2Backward",
+    "MaximumBackward",
+    "MinimumBackward",
+    "PowBackward",
+    "WhereBackward",
+    "atan2",
+    "maximum",
+    "minimum",
+    "pow",
+    "where",
+]
+
+
+class PowBackward(BinaryOp):
+    r"""Autograd node for :math:`y = a^b` with a tensor exponent; saves ``a``, ``b`` and
+    ``result``.
+
+    .. math::
+        \frac{\partial L}{\partial a} = g\, b\, a^{b-1}, \qquad
+        \frac{\partial L}{\partial b} = g\, y \ln a
+
+    as PyTorch's ``pow_backward_self`` / ``pow_backward_exponent``: the gradient of ``a`` is 0
+    where :math:`b = 0` (so :math:`0^0` has gradient 0), and the gradient of ``b`` is
+    :math:`g \cdot 0` where :math:`a = 0` and :math:`b \ge 0` (the limit of :math:`a^b \ln a`
+    as :math:`a \to 0^+`). Elsewhere the math decides: :math:`a < 0` gives a nan gradient for
+    ``b``, :math:`a = 0` with :math:`b < 1` an infinite one for ``a``. Each gradient is one
+    fused kernel (the mask of the ``b`` gradient is read from ``result``, see
+    :func:`pylucid.kernels.binary_math.pow_grad_b`).
+
+    Forward: C99 ``pow`` special values (``pow(x, 0) = 1``, ``pow(1, y) = 1``,
+    ``pow(0, -1) = inf``, ``pow(-8, 1/3) = nan``), no warning. Integers stay integers, with
+    PyTorch's rule for negative exponents (``1``, ``±1`` for a base of -1, else 0); bool
+    tensors are refused. AMP: ``FORCE_FP32``, as ``pow`` is on PyTorch's autocast fp32 list.
+    """
+
+    schema_v1 = OpSchema(
+        name="pow",
+        amp_policy=AmpPolicy.FORCE_FP32,
+        input_arity=2,
+        saved=("a", "b", "result"),
+    )
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
+        dtype = super().compute_dtype(dtypes, **params)
+        if dtype is bool_:
+            raise TypeError(
+                "pow: a bool tensor cannot be raised to a bool power; convert one of them to "
+                "an integer or floating dtype first, e.g. x.to(pylucid.int64)"
+            )
+        return dtype
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.pow(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        be, saved = self.backend, self.saved
+        return (
+            be.pow_backward_a(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
+            be.pow_backward_b(saved.a, saved.result, g, self.shape, self.dtype)
+            if needs_b
+            else None,
+        )
+
+
+@tensor_method
+def pow(a: TensorLike, b: TensorLike) -> Tensor:  # noqa: A001  (pylucid.pow, as torch.pow)
+    """``a ** b`` with NumPy broadcasting; see :class:`PowBackward`.
+
+    A Python-number exponent runs :func:`pylucid.pow_scalar` (one input, no exponent
+    gradient); a Python-number base is lifted to a 0-d tensor of the exponent's dtype
+    category (``pow(2.0, x)``).
+    """
+    if isinstance(a, Tensor) and is_number(b):
+        return pow_scalar(a, b)
+    return binary(PowBackward, a, b)
+
+
+@dunder("__rpow__")
+def _rpow(x: Tensor, base: object) -> Tensor:
+    """``base ** x`` for a Python-number ``base``."""
+    if not is_number(base):
+        return NotImplemented
+    return pow(base, x)
+
+
+class Atan2Backward(BinaryOp):
+    r"""Autograd node for :math:`y = \operatorname{atan2}(a, b)`, the angle of the point
+    :math:`(b, a)` in :math:`[-\pi, \pi]`; saves ``a`` and ``b``.
+
+    .. math::
+        \frac{\partial L}{\partial a} = \frac{g\, b}{a^2 + b^2}, \qquad
+        \frac{\partial L}{\partial b} = -\frac{g\, a}{a^2 + b^2}
+
+    nan at the origin, as in PyTorch. On the numba backend float32 gradients are computed in
+    float64, so :math:`a^2 + b^2` cannot overflow. Integer and bool inputs give float32
+    (``real_valued``). AMP: PyTorch's autocast runs ``atan2`` in the widest input type (its
+    "promote" list, not the lower-precision one), which is ``KEEP_INPUT`` here: autocast is
+    ignored and the inputs are promoted as usual.
+    """
+
+    schema_v1 = OpSchema(
+        name="atan2",
+        amp_policy=AmpPolicy.KEEP_INPUT,
+        input_arity=2,
+        saved=("a", "b"),
+        real_valued=True,
+    )
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.atan2(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        be, saved = self.backend, self.saved
+        return (
+            be.atan2_backward_a(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
+            be.atan2_backward_b(saved.a, saved.b, g, self.shape, self.dtype) if needs_b else None,
+        )
+
+
+@tensor_method
+def atan2(a: TensorLike, b: TensorLike) -> Tensor:
+    """``atan2(a, b)`` with NumPy broadcasting; see :class:`Atan2Backward`."""
+    return binary(Atan2Backward, a, b)
+
+
+class MaximumBackward(BinaryOp):
+    r"""Autograd node for :math:`y = \max(a, b)` elementwise; saves ``a`` and ``b``.
+
+    .. math::
+        \frac{\partial L}{\partial a} =
+        \begin{cases} g & a > b \\ g/2 & a = b \\ 0 & a < b \end{cases}, \qquad
+        \frac{\partial L}{\partial b} =
+        \begin{cases} g & b > a \\ g/2 & a = b \\ 0 & b < a \end{cases}
+
+    A tie splits the gradient equally, as PyTorch does. A nan in either input gives a nan
+    output and (no comparison holding) the full ``g`` to both inputs, as in PyTorch. AMP:
+    ``KEEP_INPUT`` (it selects values; it does no arithmetic).
+    """
+
+    schema_v1 = OpSchema(
+        name="maximum", amp_policy=AmpPolicy.KEEP_INPUT, input_arity=2, saved=("a", "b")
+    )
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.maximum(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        be, saved = self.backend, self.saved
+        return (
+            be.maximum_backward(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
+            be.maximum_backward(saved.b, saved.a, g, self.shape, self.dtype) if needs_b else None,
+        )
+
+
+@tensor_method
+def maximum(a: TensorLike, b: TensorLike) -> Tensor:
+    """Elementwise maximum with NumPy broadcasting, nan-propagating; see
+    :class:`MaximumBackward`."""
+    return binary(MaximumBackward, a, b)
+
+
+class MinimumBackward(BinaryOp):
+    r"""Autograd node for :math:`y = \min(a, b)` elementwise; saves ``a`` and ``b``.
+
+    .. math::
+        \frac{\partial L}{\partial a} =
+        \begin{cases} g & a < b \\ g/2 & a = b \\ 0 & a > b \end{cases}, \qquad
+        \frac{\partial L}{\partial b} =
+        \begin{cases} g & b < a \\ g/2 & a = b \\ 0 & b > a \end{cases}
+
+    Ties and nan as in :class:`MaximumBackward`. AMP: ``KEEP_INPUT``.
+    """
+
+    schema_v1 = OpSchema(
+        name="minimum", amp_policy=AmpPolicy.KEEP_INPUT, input_arity=2, saved=("a", "b")
+    )
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.minimum(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        be, saved = self.backend, self.saved
+        return (
+            be.minimum_backward(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
+            be.minimum_backward(saved.b, saved.a, g, self.shape, self.dtype) if needs_b else None,
+        )
+
+
+@tensor_method
+def minimum(a: TensorLike, b: TensorLike) -> Tensor:
+    """Elementwise minimum with NumPy broadcasting, nan-propagating; see
+    :class:`MinimumBackward`."""
+    return binary(MinimumBackward, a, b)
+
+
+class WhereBackward(Op):
+    r"""Autograd node for :math:`y = a` where ``condition`` else :math:`b`, broadcasting all
+    three; saves ``condition``.
+
+    .. math::
+        \frac{\partial L}{\partial a} = g \cdot [\mathrm{condition}], \qquad
+        \frac{\partial L}{\partial b} = g \cdot [\lnot\, \mathrm{condition}]
+
+    (exactly 0 where masked, even where ``g`` is nan or inf, as PyTorch's
+    ``where(condition, grad, 0)``); ``condition`` gets no gradient. It must be a bool tensor
+    and stays bool: only ``a`` and ``b`` take the compute dtype, their promotion. AMP:
+    ``KEEP_INPUT``.
+    """
+
+    schema_v1 = OpSchema(
+        name="where", amp_policy=AmpPolicy.KEEP_INPUT, input_arity=3, saved=("condition",)
+    )
+    input_names = ("condition", "a", "b")
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
+        condition, a, b = dtypes
+        if condition is not bool_:
+            raise TypeError(
+                f"where: condition must be a bool tensor, got {condition.name}; build it with "
+                f"a comparison (x > 0) or convert it with .to(pylucid.bool)"
+            )
+        return promote_types(a, b)
+
+    @classmethod
+    def apply(cls, condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
+        """:meth:`Op.apply`, except that ``condition`` keeps its bool dtype.
+
+        Op.apply casts every input to the compute dtype; this override goes away once Op can
+        name the inputs that keep their own dtype (requested of ops/base.py).
+        """
+        inputs = (condition, a, b)
+        backend = _common_backend(cls.schema_v1.name, cls.input_names, inputs)
+        shape = cls.output_shape([t.shape for t in inputs])
+        dtype = cls.compute_dtype([t.dtype for t in inputs])
+        storages = [
+            condition._storage,
+            backend.cast(a._storage, dtype),
+            backend.cast(b._storage, dtype),
+        ]
+        out = cls.dispatch(backend, *storages, shape=shape, dtype=dtype)
+        result = Tensor._make(out, backend, dtype)
+        if dtype.is_floating_point and is_grad_enabled() and (a.requires_grad or b.requires_grad):
+            node = cls()
+            node._record(backend, inputs, storages, out, shape, dtype, {})
+            result._set_grad_fn(node)
+        return result
+
+    @staticmethod
+    def dispatch(be: Backend, condition: Any, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.where(condition, a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[None, Any, Any]:
+        _, needs_a, needs_b = self.needs_input_grad
+        be, condition = self.backend, self.saved.condition
+        return (
+            None,
+            be.where(condition, g, 0.0, self.shape, self.dtype) if needs_a else None,
+            be.where(condition, 0.0, g, self.shape, self.dtype) if needs_b else None,
+        )
+
+
+def where(condition: Tensor, a: TensorLike, b: TensorLike) -> Tensor:
+    """``a`` where ``condition`` else ``b``, broadcasting all three; see :class:`WhereBackward`.
+
+    ``condition`` is a bool tensor. A Python number for ``a`` or ``b`` takes the other's dtype
+    category (``where(c, 0.0, x)``); with two numbers, the default dtype of their category
+    (``where(c, 1.0, 0.0)`` is float32, ``where(c, 1, 0)`` int64).
+    """
+    require_tensor("where", "condition", condition)
+    tensors = [v for v in (a, b) if isinstance(v, Tensor)]
+    like = tensors[0] if tensors else condition
+    return WhereBackward.apply(condition, lift("where", "a", a, like), lift("where", "b", b, like))
+
+
+def _where_method(self: Tensor, condition: Tensor, other: TensorLike) -> Tensor:
+    """``x.where(condition, other)``: ``x`` where ``condition`` else ``other`` (PyTorch's
+    ``Tensor.where``); see :func:`where`."""
+    return where(condition, self, other)
+
+
+_where_method.__name__ = "where"
+tensor_method(_where_method)

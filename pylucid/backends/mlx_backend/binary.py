@@ -1,5 +1,114 @@
-"""MLX primitives of the ``binary`` op family (being written)."""
+"""MLX primitives of the binary elementwise ops: pow, atan2, maximum/minimum, where and the
+comparisons. Every call passes ``stream=self._stream(dtype)`` (float64 runs on MLX's CPU
+stream)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylucid.dtypes import DType
 
 
 class MLXBinary:
-    """Primitives of the ``binary`` family on the mlx backend."""
+    """Primitives of the binary family on the mlx backend (on top of ``MLXCore``)."""
+
+    def _binary_compare(self, name: str, a: Any, b: Any, dtype: DType) -> Any:
+        """``mlx.core.<name>`` of ``a`` and ``b`` cast to ``dtype``: a bool array."""
+        return getattr(self.mx, name)(*self._operands(dtype, a, b), stream=self._stream(dtype))
+
+    def _binary_tie_split(self, x: Any, other: Any, g: Any, dtype: DType, losing: str) -> Any:
+        """``g`` where ``x`` wins, ``g / 2`` at a tie, 0 where ``x <losing> other``."""
+        mx, s = self.mx, self._stream(dtype)
+        x, other, g = self._operands(dtype, x, other, g)
+        zero = mx.array(0, dtype=g.dtype)
+        share = mx.where(mx.equal(x, other, stream=s), mx.multiply(g, 0.5, stream=s), g, stream=s)
+        return mx.where(getattr(mx, losing)(x, other, stream=s), zero, share, stream=s)
+
+    def pow(self, a, b, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        a, b = self._operands(dtype, a, b)
+        if dtype.is_floating_point:
+            return mx.power(a, b, stream=s)
+        # Integers: MLX gives 0 for every negative exponent; PyTorch keeps 1 ** b = 1 and
+        # (-1) ** b = -1 or 1 (see pylucid.kernels.binary_math.ipow).
+        positive = mx.power(a, mx.maximum(b, 0, stream=s), stream=s)
+        odd = mx.equal(mx.bitwise_and(b, 1, stream=s), 1, stream=s)
+        minus_one = mx.where(odd, -1, 1, stream=s)
+        negative = mx.where(
+            mx.equal(a, 1, stream=s),
+            1,
+            mx.where(mx.equal(a, -1, stream=s), minus_one, 0, stream=s),
+            stream=s,
+        )
+        return mx.where(
+            mx.less(b, 0, stream=s), negative.astype(a.dtype, stream=s), positive, stream=s
+        )
+
+    def pow_backward_a(self, a, b, g, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        a, b, g = self._operands(dtype, a, b, g)
+        slope = mx.multiply(b, mx.power(a, mx.subtract(b, 1, stream=s), stream=s), stream=s)
+        grad = mx.multiply(g, slope, stream=s)
+        return mx.where(mx.equal(b, 0, stream=s), mx.array(0, dtype=g.dtype), grad, stream=s)
+
+    def pow_backward_b(self, a, result, g, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        a, result, g = self._operands(dtype, a, result, g)
+        # a == 0 and b >= 0 is a == 0 and a finite result: see binary_math.pow_grad_b.
+        masked = mx.logical_and(mx.equal(a, 0, stream=s), mx.isfinite(result, stream=s), stream=s)
+        slope = mx.multiply(result, mx.log(a, stream=s), stream=s)
+        slope = mx.where(masked, mx.array(0, dtype=g.dtype), slope, stream=s)
+        return mx.multiply(g, slope, stream=s)
+
+    def atan2(self, a, b, shape, dtype):
+        return self.mx.arctan2(*self._operands(dtype, a, b), stream=self._stream(dtype))
+
+    def _binary_atan2_scale(self, a, b, g, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        a, b, g = self._operands(dtype, a, b, g)
+        norm = mx.add(mx.multiply(a, a, stream=s), mx.multiply(b, b, stream=s), stream=s)
+        return a, b, mx.divide(g, norm, stream=s)
+
+    def atan2_backward_a(self, a, b, g, shape, dtype):
+        a, b, scale = self._binary_atan2_scale(a, b, g, dtype)
+        return self.mx.multiply(scale, b, stream=self._stream(dtype))
+
+    def atan2_backward_b(self, a, b, g, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        a, b, scale = self._binary_atan2_scale(a, b, g, dtype)
+        return mx.negative(mx.multiply(scale, a, stream=s), stream=s)
+
+    def maximum(self, a, b, shape, dtype):
+        return self.mx.maximum(*self._operands(dtype, a, b), stream=self._stream(dtype))
+
+    def minimum(self, a, b, shape, dtype):
+        return self.mx.minimum(*self._operands(dtype, a, b), stream=self._stream(dtype))
+
+    def maximum_backward(self, x, other, g, shape, dtype):
+        return self._binary_tie_split(x, other, g, dtype, losing="less")
+
+    def minimum_backward(self, x, other, g, shape, dtype):
+        return self._binary_tie_split(x, other, g, dtype, losing="greater")
+
+    def where(self, condition, a, b, shape, dtype):
+        mx = self.mx
+        a, b = self._operands(dtype, a, b)
+        return mx.where(condition, a, b, stream=self._stream(dtype))
+
+    def eq(self, a, b, shape, dtype):
+        return self._binary_compare("equal", a, b, dtype)
+
+    def ne(self, a, b, shape, dtype):
+        return self._binary_compare("not_equal", a, b, dtype)
+
+    def lt(self, a, b, shape, dtype):
+        return self._binary_compare("less", a, b, dtype)
+
+    def le(self, a, b, shape, dtype):
+        return self._binary_compare("less_equal", a, b, dtype)
+
+    def gt(self, a, b, shape, dtype):
+        return self._binary_compare("greater", a, b, dtype)
+
+    def ge(self, a, b, shape, dtype):
+        return self._binary_compare("greater_equal", a, b, dtype)

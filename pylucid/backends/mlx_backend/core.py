@@ -65,12 +65,14 @@ class MLXCore:
         return self.mx.cpu if dtype is float64 or not self._has_gpu else self.mx.gpu
 
     def _mx_dtype(self, dtype: DType) -> Any:
-        return getattr(self.mx, dtype.name)
+        return self.mx.bool_ if dtype.name == "bool" else getattr(self.mx, dtype.name)
 
     # -- conversion -------------------------------------------------------------------------
     def from_numpy(self, array: np.ndarray, dtype: DType) -> Any:
         # The dtype must be explicit: mx.array(float64 ndarray) silently gives float32.
-        return self.mx.array(np.asarray(array, dtype=dtype.numpy), dtype=self._mx_dtype(dtype))
+        # Contiguous: MLX refuses arrays with negative strides (a[::-1]).
+        contiguous = np.asarray(array, dtype=dtype.numpy, order="C")
+        return self.mx.array(contiguous, dtype=self._mx_dtype(dtype))
 
     def to_numpy(self, storage: Any) -> np.ndarray:
         return np.array(storage)  # a copy: NumPy code must not write into MLX's buffers

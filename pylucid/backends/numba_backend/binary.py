@@ -1,5 +1,100 @@
-"""Numba primitives of the ``binary`` op family (being written)."""
+"""Numba primitives of the binary elementwise ops: pow, atan2, maximum/minimum, where and the
+comparisons. The scalar math is in :mod:`pylucid.kernels.binary_math`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pylucid.backends.base import Shape
+from pylucid.backends.numba_backend.core import _operand
+from pylucid.dtypes import DType
+from pylucid.kernels import binary_math as bm
+from pylucid.kernels.loops import ElementwiseKernel, elementwise
+
+_POW = elementwise(bm.power, arity=2)
+_IPOW = elementwise(bm.ipow, arity=2)
+_POW_GRAD_A = elementwise(bm.pow_grad_a, arity=3)
+_POW_GRAD_B = elementwise(bm.pow_grad_b, arity=3)
+_ATAN2 = elementwise(bm.atan2, arity=2)
+_ATAN2_GRAD_A = elementwise(bm.atan2_grad_a, arity=3)
+_ATAN2_GRAD_B = elementwise(bm.atan2_grad_b, arity=3)
+_MAXIMUM = elementwise(bm.maximum, arity=2)
+_MINIMUM = elementwise(bm.minimum, arity=2)
+_MAXIMUM_GRAD = elementwise(bm.maximum_grad, arity=3)
+_MINIMUM_GRAD = elementwise(bm.minimum_grad, arity=3)
+_WHERE = elementwise(bm.where, arity=3)
+_EQ = elementwise(bm.eq, arity=2)
+_NE = elementwise(bm.ne, arity=2)
+_LT = elementwise(bm.lt, arity=2)
+_LE = elementwise(bm.le, arity=2)
+_GT = elementwise(bm.gt, arity=2)
+_GE = elementwise(bm.ge, arity=2)
+
+_BOOL = np.dtype(np.bool_)
 
 
 class NumbaBinary:
-    """Primitives of the ``binary`` family on the numba backend."""
+    """Primitives of the binary family on the numba backend (on top of ``NumbaCore._nary``)."""
+
+    def _binary_compare(self, kernel: ElementwiseKernel, a, b, shape: Shape, dtype: DType):
+        """``kernel`` over ``a`` and ``b`` cast to ``dtype``, into a bool array of ``shape``."""
+        operands = [_operand(x, shape, dtype.numpy) for x in (a, b)]
+        return kernel(*operands, shape=shape, out_dtype=_BOOL)
+
+    def pow(self, a, b, shape, dtype):
+        kernel = _POW if dtype.is_floating_point else _IPOW
+        return self._nary(kernel, (a, b), shape, dtype)
+
+    def pow_backward_a(self, a, b, g, shape, dtype):
+        return self._nary(_POW_GRAD_A, (a, b, g), shape, dtype)
+
+    def pow_backward_b(self, a, result, g, shape, dtype):
+        return self._nary(_POW_GRAD_B, (a, result, g), shape, dtype)
+
+    def atan2(self, a, b, shape, dtype):
+        return self._nary(_ATAN2, (a, b), shape, dtype)
+
+    def atan2_backward_a(self, a, b, g, shape, dtype):
+        return self._nary(_ATAN2_GRAD_A, (a, b, g), shape, dtype)
+
+    def atan2_backward_b(self, a, b, g, shape, dtype):
+        return self._nary(_ATAN2_GRAD_B, (a, b, g), shape, dtype)
+
+    def maximum(self, a, b, shape, dtype):
+        return self._nary(_MAXIMUM, (a, b), shape, dtype)
+
+    def minimum(self, a, b, shape, dtype):
+        return self._nary(_MINIMUM, (a, b), shape, dtype)
+
+    def maximum_backward(self, x, other, g, shape, dtype):
+        return self._nary(_MAXIMUM_GRAD, (x, other, g), shape, dtype)
+
+    def minimum_backward(self, x, other, g, shape, dtype):
+        return self._nary(_MINIMUM_GRAD, (x, other, g), shape, dtype)
+
+    def where(self, condition, a, b, shape, dtype):
+        # The condition stays bool: only a and b take the compute dtype.
+        operands = [
+            _operand(condition, shape, _BOOL),
+            _operand(a, shape, dtype.numpy),
+            _operand(b, shape, dtype.numpy),
+        ]
+        return _WHERE(*operands, shape=shape, out_dtype=dtype.numpy)
+
+    def eq(self, a, b, shape, dtype):
+        return self._binary_compare(_EQ, a, b, shape, dtype)
+
+    def ne(self, a, b, shape, dtype):
+        return self._binary_compare(_NE, a, b, shape, dtype)
+
+    def lt(self, a, b, shape, dtype):
+        return self._binary_compare(_LT, a, b, shape, dtype)
+
+    def le(self, a, b, shape, dtype):
+        return self._binary_compare(_LE, a, b, shape, dtype)
+
+    def gt(self, a, b, shape, dtype):
+        return self._binary_compare(_GT, a, b, shape, dtype)
+
+    def ge(self, a, b, shape, dtype):
+        return self._binary_compare(_GE, a, b, shape, dtype)

@@ -1,0 +1,163 @@
+"""Scalar math of the binary elementwise ops: pow, atan2, maximum/minimum, where, comparisons.
+
+Each function is a ``numba.extending.register_jitable`` function of two or three numbers,
+turned into loops by :func:`pylucid.kernels.loops.elementwise`. Forward functions are generic
+over the dtypes their op accepts (``power``, ``atan2`` and the gradients: float32 and float64;
+``maximum``, ``minimum``, ``where`` and the comparisons also integers and bool; ``ipow``
+integers). Gradient functions are fused: they take what the forward saved and the upstream
+gradient ``g`` and return one input's gradient in one expression.
+
+Python float literals are float64 in Numba, so a float32 gradient that mixes in a literal
+(``b - 1``, ``g * 0.5``, ``a * 1.0``) is computed in float64 and rounded once when stored.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba.extending import register_jitable
+
+
+# -- pow ---------------------------------------------------------------------------------------
+@register_jitable
+def power(a, b):
+    """y = a ** b for floats (C99 ``pow``: pow(x, 0) = 1, pow(1, y) = 1, pow(-8, 1/3) = nan)."""
+    return a**b
+
+
+@register_jitable
+def ipow(a, b):
+    """y = a ** b for integers, by squaring; wraps on overflow like the integer product.
+
+    A negative exponent follows PyTorch: ``1 ** b = 1``, ``(-1) ** b = -1`` for odd ``b`` and
+    1 for even ``b``, every other base gives 0 (``0 ** -1`` too: no error).
+    """
+    if b < 0:
+        if a == 1:
+            return 1
+        if a == -1:
+            return -1 if b & 1 else 1
+        return 0
+    result = 1
+    base = a
+    e = b
+    while e > 0:
+        if e & 1:
+            result *= base
+        base *= base
+        e >>= 1
+    return result
+
+
+@register_jitable
+def pow_grad_a(a, b, g):
+    """dL/da = g b a^(b-1) for y = a ** b; 0 where b == 0 (PyTorch's ``pow_backward_self``)."""
+    return 0.0 if b == 0 else g * b * a ** (b - 1)
+
+
+@register_jitable
+def pow_grad_b(a, y, g):
+    """dL/db = g y ln a for y = a ** b; g * 0 where a == 0 and b >= 0.
+
+    PyTorch masks where ``a == 0 and b >= 0`` (``pow_backward_exponent``). For ``a == ±0``,
+    ``y = pow(±0, b)`` is finite exactly when ``b >= 0`` (0 or 1; inf for b < 0, nan for a nan
+    b), so the mask is read from ``y`` and the kernel needs only ``a``, ``y`` and ``g``.
+    """
+    return g * (0.0 if a == 0 and math.isfinite(y) else y * math.log(a))
+
+
+# -- atan2 -------------------------------------------------------------------------------------
+@register_jitable
+def atan2(a, b):
+    """y = atan2(a, b), the angle of the point (b, a), in [-pi, pi]."""
+    return math.atan2(a, b)
+
+
+@register_jitable
+def atan2_grad_a(a, b, g):
+    """dL/da = g b / (a^2 + b^2) for y = atan2(a, b); nan at a = b = 0.
+
+    ``* 1.0`` widens float32 to float64, where a^2 + b^2 cannot overflow (float64 inputs
+    overflow beyond 1e154, as in PyTorch).
+    """
+    wa, wb = a * 1.0, b * 1.0
+    return g * wb / (wa * wa + wb * wb)
+
+
+@register_jitable
+def atan2_grad_b(a, b, g):
+    """dL/db = -g a / (a^2 + b^2) for y = atan2(a, b); nan at a = b = 0 (widened as above)."""
+    wa, wb = a * 1.0, b * 1.0
+    return -g * wa / (wa * wa + wb * wb)
+
+
+# -- maximum, minimum --------------------------------------------------------------------------
+@register_jitable
+def maximum(a, b):
+    """y = max(a, b), nan if either is nan (as ``numpy.maximum`` and ``torch.maximum``)."""
+    return a if a >= b or a != a else b
+
+
+@register_jitable
+def minimum(a, b):
+    """y = min(a, b), nan if either is nan."""
+    return a if a <= b or a != a else b
+
+
+@register_jitable
+def maximum_grad(x, other, g):
+    """dL/dx for y = max(x, other): g where x > other, g/2 at a tie, 0 where x < other.
+
+    Where either is nan no comparison holds and ``x`` gets g, as in PyTorch.
+    """
+    return g * 0.5 if x == other else (0.0 if x < other else g)
+
+
+@register_jitable
+def minimum_grad(x, other, g):
+    """dL/dx for y = min(x, other): g where x < other, g/2 at a tie, 0 where x > other."""
+    return g * 0.5 if x == other else (0.0 if x > other else g)
+
+
+# -- where -------------------------------------------------------------------------------------
+@register_jitable
+def where(c, a, b):
+    """y = a where c else b (``c`` a bool, ``a`` and ``b`` of the output's dtype)."""
+    return a if c else b
+
+
+# -- comparisons -------------------------------------------------------------------------------
+@register_jitable
+def eq(a, b):
+    """a == b (false if either is nan)."""
+    return a == b
+
+
+@register_jitable
+def ne(a, b):
+    """a != b (true if either is nan)."""
+    return a != b
+
+
+@register_jitable
+def lt(a, b):
+    """a < b."""
+    return a < b
+
+
+@register_jitable
+def le(a, b):
+    """a <= b."""
+    return a <= b
+
+
+@register_jitable
+def gt(a, b):
+    """a > b."""
+    return a > b
+
+
+@register_jitable
+def ge(a, b):
+    """a >= b."""
+    return a >= b
