@@ -8,6 +8,7 @@ Tensor class knows no op.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -95,6 +96,12 @@ class Tensor:
         if not self._shape:
             raise TypeError("len() of a 0-d tensor")
         return self._shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        """The sub-tensors along the first dimension (each a differentiable index)."""
+        if not self._shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._shape[0]))
 
     # -- autograd metadata ------------------------------------------------------------------
     @property

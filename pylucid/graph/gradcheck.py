@@ -44,11 +44,10 @@ def _numerical_jacobians(
             with no_grad():
                 evaluated.append([o.numpy().astype(np.float64) for o in _as_outputs(fn(*args))])
         columns.append([((p - m) / (2 * eps)).reshape(-1) for p, m in zip(*evaluated)])
-    n_out = len(columns[0]) if columns else len(_as_outputs(fn(*inputs)))
-    return [
-        np.stack([c[o] for c in columns], axis=1) if columns else np.zeros((0, 0))
-        for o in range(n_out)
-    ]
+    if not columns:  # an empty input: every Jacobian has zero columns
+        with no_grad():
+            return [np.zeros((o.numel(), 0)) for o in _as_outputs(fn(*inputs))]
+    return [np.stack([c[o] for c in columns], axis=1) for o in range(len(columns[0]))]
 
 
 def gradcheck(

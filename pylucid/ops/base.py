@@ -7,7 +7,8 @@ An op is a subclass of :class:`Op` (through a family base: :class:`UnaryOp`,
 shapes, chooses the compute dtype from the schema, dispatches to the inputs' backend, and -
 only when grad mode is on and an input requires grad - records the node, saving what the
 schema names. The node's :meth:`Op.backward` undoes broadcasting and casts each gradient back
-to its input's dtype, so no ``grad_formula`` has to.
+to its input's dtype, so no ``grad_formula`` has to. An op declaring
+``input_arity=VARIADIC`` takes any number of tensors (``concatenate``, ``stack``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ from pylucid.graph.node import Node, SavedValues
 from pylucid.ops.schema import OpSchema, register_op
 from pylucid.tensor import Tensor
 
-__all__ = ["Op", "UnaryOp", "BinaryOp", "ReduceOp", "broadcast_shapes", "sum_to"]
+__all__ = ["VARIADIC", "Op", "UnaryOp", "BinaryOp", "ReduceOp", "broadcast_shapes", "sum_to"]
+
+#: ``OpSchema.input_arity`` of an op taking any number (at least one) of tensors, such as
+#: ``concatenate``: its class names one input, and input ``i`` is called ``name[i]`` in
+#: messages. It can save ``"result"`` but no input by name.
+VARIADIC = -1
 
 
 def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
@@ -84,12 +90,25 @@ class Op(Node):
         super().__init_subclass__(**kwargs)
         if "schema_v1" in cls.__dict__:
             schema = cls.schema_v1
-            if schema.input_arity != len(cls.input_names):
+            if schema.input_arity == VARIADIC:
+                if len(cls.input_names) != 1 or set(schema.saved) - {"result"}:
+                    raise TypeError(
+                        f"{cls.__name__}: a variadic op names exactly one input and saves "
+                        f"at most 'result', got {cls.input_names} and saved={schema.saved}"
+                    )
+            elif schema.input_arity != len(cls.input_names):
                 raise TypeError(
                     f"{cls.__name__}: schema says {schema.input_arity} inputs but the class "
                     f"names {len(cls.input_names)}: {cls.input_names}"
                 )
             register_op(cls)
+
+    @classmethod
+    def input_labels(cls, count: int) -> tuple[str, ...]:
+        """The names of ``count`` inputs in messages (``tensors[i]`` for a variadic op)."""
+        if cls.schema_v1.input_arity == VARIADIC:
+            return tuple(f"{cls.input_names[0]}[{i}]" for i in range(count))
+        return cls.input_names
 
     # -- declared by each op ----------------------------------------------------------------
     @staticmethod
@@ -133,7 +152,7 @@ class Op(Node):
     def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
         """Run the op forward and, when gradients are needed, record its node."""
         schema = cls.schema_v1
-        backend = _common_backend(schema.name, cls.input_names, inputs)
+        backend = _common_backend(schema.name, cls.input_labels(len(inputs)), inputs)
         shape = cls.output_shape([t.shape for t in inputs], **params)
         dtype = cls.compute_dtype([t.dtype for t in inputs], **params)
         storages = [backend.cast(t._storage, dtype) for t in inputs]

@@ -51,7 +51,8 @@ class OpSchema:
     deterministic_note : str
         Why not, when ``deterministic`` is False.
     input_arity : int
-        Number of tensor inputs.
+        Number of tensor inputs, or ``VARIADIC`` (-1, :data:`pylucid.ops.base.VARIADIC`) for
+        ops taking any number of them (``concatenate``, ``stack``).
     output_arity : int
         Number of tensor outputs.
     saved : tuple of str

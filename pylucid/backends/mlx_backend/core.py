@@ -154,7 +154,7 @@ class MLXCore:
         )
 
     def broadcast_to(self, a: Any, shape: Shape) -> Any:
-        return self.mx.broadcast_to(a, shape)
+        return self.mx.broadcast_to(a, shape, stream=self._stream(self.dtype(a)))
 
     def reshape(self, a: Any, shape: Shape) -> Any:
-        return self.mx.reshape(a, shape)
+        return self.mx.reshape(a, shape, stream=self._stream(self.dtype(a)))

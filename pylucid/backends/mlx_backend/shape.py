@@ -1,5 +1,66 @@
-"""MLX primitives of the ``shape`` op family (being written)."""
+"""MLX primitives of the ``shape`` and ``indexing`` op families.
+
+MLX's basic indexing (ints, slices, None) and its gathers follow NumPy, but its scatter
+(``.at[...].add``) places the indexed dimensions differently from NumPy when integer arrays
+are mixed with slices (``x[0, :, [1, 2]]``) and rejects some such indices outright. So an
+index with arrays is executed through the op's open mesh (one index array per dimension,
+see :class:`pylucid.ops.indexing.IndexPlan`), where MLX and NumPy agree by construction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pylucid.backends.base import Axes, Shape
+from pylucid.dtypes import DType
 
 
 class MLXShape:
     """Primitives of the ``shape`` family on the mlx backend."""
+
+    def transpose(self, a: Any, axes: Axes) -> Any:
+        """``a`` with its dimensions permuted by ``axes``."""
+        return self.mx.transpose(a, list(axes), stream=self._stream(self.dtype(a)))
+
+    def concatenate(self, arrays: list[Any], axis: int, dtype: DType) -> Any:
+        """The ``arrays`` (all of ``dtype``) joined along ``axis``."""
+        return self.mx.concatenate(arrays, axis=axis, stream=self._stream(dtype))
+
+    def getitem(
+        self,
+        a: Any,
+        index: tuple[Any, ...],
+        mesh: tuple[np.ndarray, ...] | None,
+        shape: Shape,
+        dtype: DType,
+    ) -> Any:
+        """``a[index]`` with NumPy's semantics."""
+        mx = self.mx
+        with mx.stream(self._stream(dtype)):
+            if mesh is None:
+                return a[index]
+            return a[tuple(mx.array(m) for m in mesh)]
+
+    def getitem_backward(
+        self,
+        g: Any,
+        index: tuple[Any, ...],
+        mesh: tuple[np.ndarray, ...] | None,
+        shape: Shape,
+        dtype: DType,
+    ) -> Any:
+        """Zeros of ``shape`` with ``g`` added at ``index`` (repeats accumulate)."""
+        mx = self.mx
+        with mx.stream(self._stream(dtype)):
+            zeros = mx.zeros(shape, dtype=self._mx_dtype(dtype))
+            g = self.cast(g, dtype)
+            if g.size == 0:
+                return zeros  # nothing to add (and MLX's scatter rejects empty updates)
+            if mesh is not None:
+                return zeros.at[tuple(mx.array(m) for m in mesh)].add(g)
+            # A basic index: drop its new axes (MLX's scatter rejects None) from g too.
+            kept = tuple(e for e in index if e is not None)
+            sizes = [len(range(n)[e]) for e, n in zip(kept, shape) if isinstance(e, slice)]
+            return zeros.at[kept].add(mx.reshape(g, sizes))
