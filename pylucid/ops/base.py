@@ -85,6 +85,9 @@ class Op(Node):
 
     schema_v1: ClassVar[OpSchema]
     input_names: ClassVar[tuple[str, ...]] = ("x",)
+    #: Inputs that keep their own dtype instead of taking the compute dtype (``where``'s
+    #: bool ``condition``).
+    uncast_inputs: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -152,10 +155,14 @@ class Op(Node):
     def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
         """Run the op forward and, when gradients are needed, record its node."""
         schema = cls.schema_v1
-        backend = _common_backend(schema.name, cls.input_labels(len(inputs)), inputs)
+        labels = cls.input_labels(len(inputs))
+        backend = _common_backend(schema.name, labels, inputs)
         shape = cls.output_shape([t.shape for t in inputs], **params)
         dtype = cls.compute_dtype([t.dtype for t in inputs], **params)
-        storages = [backend.cast(t._storage, dtype) for t in inputs]
+        storages = [
+            t._storage if label in cls.uncast_inputs else backend.cast(t._storage, dtype)
+            for label, t in zip(labels, inputs)
+        ]
         out = cls.dispatch(backend, *storages, shape=shape, dtype=dtype, **params)
         result = Tensor._make(out, cls.result_backend(backend, **params), cls.result_dtype(dtype))
         if (

@@ -14,8 +14,7 @@ from typing import Any
 
 from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType, bool_, promote_types
-from pylucid.graph.grad_mode import is_grad_enabled
-from pylucid.ops.base import BinaryOp, Op, _common_backend
+from pylucid.ops.base import BinaryOp, Op
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.unary import pow_scalar
 from pylucid.ops.wrapping import (
@@ -252,6 +251,7 @@ class WhereBackward(Op):
         name="where", amp_policy=AmpPolicy.KEEP_INPUT, input_arity=3, saved=("condition",)
     )
     input_names = ("condition", "a", "b")
+    uncast_inputs = frozenset({"condition"})
 
     @classmethod
     def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
@@ -262,30 +262,6 @@ class WhereBackward(Op):
                 f"a comparison (x > 0) or convert it with .to(pylucid.bool)"
             )
         return promote_types(a, b)
-
-    @classmethod
-    def apply(cls, condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
-        """:meth:`Op.apply`, except that ``condition`` keeps its bool dtype.
-
-        Op.apply casts every input to the compute dtype; this override goes away once Op can
-        name the inputs that keep their own dtype (requested of ops/base.py).
-        """
-        inputs = (condition, a, b)
-        backend = _common_backend(cls.schema_v1.name, cls.input_names, inputs)
-        shape = cls.output_shape([t.shape for t in inputs])
-        dtype = cls.compute_dtype([t.dtype for t in inputs])
-        storages = [
-            condition._storage,
-            backend.cast(a._storage, dtype),
-            backend.cast(b._storage, dtype),
-        ]
-        out = cls.dispatch(backend, *storages, shape=shape, dtype=dtype)
-        result = Tensor._make(out, backend, dtype)
-        if dtype.is_floating_point and is_grad_enabled() and (a.requires_grad or b.requires_grad):
-            node = cls()
-            node._record(backend, inputs, storages, out, shape, dtype, {})
-            result._set_grad_fn(node)
-        return result
 
     @staticmethod
     def dispatch(be: Backend, condition: Any, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
