@@ -20,7 +20,7 @@ from pylucid.ops.unary import pow_scalar
 from pylucid.ops.wrapping import (
     TensorLike,
     binary,
-    dunder,
+    binary_operator,
     is_number,
     lift,
     require_tensor,
@@ -96,6 +96,7 @@ class PowBackward(BinaryOp):
         )
 
 
+@binary_operator("pow")
 @tensor_method
 def pow(a: TensorLike, b: TensorLike) -> Tensor:  # noqa: A001  (pylucid.pow, as torch.pow)
     """``a ** b`` with NumPy broadcasting; see :class:`PowBackward`.
@@ -107,14 +108,6 @@ def pow(a: TensorLike, b: TensorLike) -> Tensor:  # noqa: A001  (pylucid.pow, as
     if isinstance(a, Tensor) and is_number(b):
         return pow_scalar(a, b)
     return binary(PowBackward, a, b)
-
-
-@dunder("__rpow__")
-def _rpow(x: Tensor, base: object) -> Tensor:
-    """``base ** x`` for a Python-number ``base``."""
-    if not is_number(base):
-        return NotImplemented
-    return pow(base, x)
 
 
 class Atan2Backward(BinaryOp):

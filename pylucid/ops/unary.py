@@ -1,11 +1,17 @@
-"""Elementwise ops of one tensor."""
+"""Elementwise ops of one tensor: the template :class:`PointwiseOp` that most of them follow,
+the logarithm family (log, log2, log10), negation and the scalar power.
+
+Public: log, log2, log10, neg (and unary -), pow_scalar (and ``**`` with a number).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from pylucid.backends.base import Backend, Shape
-from pylucid.dtypes import DType
+from pylucid.dtypes import DType, bool_
 from pylucid.ops.base import UnaryOp
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.wrapping import (
@@ -18,35 +24,148 @@ from pylucid.ops.wrapping import (
 )
 from pylucid.tensor import Tensor
 
-__all__ = ["Log2Backward", "NegBackward", "PowScalarBackward", "log2", "neg", "pow_scalar"]
+__all__ = [
+    "Log10Backward",
+    "Log2Backward",
+    "LogBackward",
+    "NegBackward",
+    "PowScalarBackward",
+    "log",
+    "log10",
+    "log2",
+    "neg",
+    "pow_scalar",
+]
+
+#: ln 2 and ln 10 to 21 significant digits (their float64 values are the nearest to the
+#: exact logarithms; ln 2 is PyTorch's ``0.6931471805599453``), and the float64 remainders
+#: ``ln b - LNb`` that make the log family's gradient correctly rounded.
+LN2 = 0.69314718055994530942
+LN2_LO = 2.3190468138462996e-17
+LN10 = 2.30258509299404568402
+LN10_LO = -2.1707562233822494e-16
 
 
-class Log2Backward(UnaryOp):
+class PointwiseOp(UnaryOp):
+    """Template of an elementwise op of one tensor with a fused backward primitive.
+
+    A member declares its ``schema_v1`` and its math (in its docstring); nothing else:
+
+    - forward: the backend primitive named like the op, ``be.<name>(x, shape, dtype)``;
+    - backward: the fused primitive ``be.<name>_backward(v, g, shape, dtype)``, where ``v``
+      is the one value the schema saves (``"x"`` or ``"result"``).
+
+    Members with parameters or another gradient override :meth:`dispatch` /
+    :meth:`grad_formula`. A bool tensor is refused by the ops that are not ``real_valued``
+    (integer tensors keep their dtype there: ``abs``, ``sign``, ``square``, ``relu``).
+    """
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
+        dtype = super().compute_dtype(dtypes, **params)
+        if dtype is bool_:
+            name = cls.schema_v1.name
+            raise TypeError(
+                f"{name}: bool tensors are not supported; convert the input to an integer or "
+                f"floating dtype first, e.g. x.to(pl.float32)"
+            )
+        return dtype
+
+    @classmethod
+    def dispatch(cls, be: Backend, a: Any, shape: Shape, dtype: DType) -> Any:
+        return getattr(be, cls.schema_v1.name)(a, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        name, (saved,) = self.schema_v1.name, self.schema_v1.saved
+        backward = getattr(self.backend, f"{name}_backward")
+        return (backward(getattr(self.saved, saved), g, self.shape, self.dtype),)
+
+
+class LogBase(PointwiseOp):
+    r"""The logarithms :math:`y = \log_b x` as one family with a base ``b``, as MLX's single
+    log primitive; saves the input ``x``.
+
+    Forward: the backend primitive named like the op (``be.log2``, ``be.log``,
+    ``be.log10``). IEEE special values: log(±0) = -inf, log(x < 0) = nan, log(inf) = inf,
+    log(1) = +0; no exception, no warning. Integer input gives a float32 result
+    (``real_valued``). AMP: FORCE_FP32, as in PyTorch's autocast.
+
+    Backward, shared by the family, for :math:`x > 0`:
+
+    .. math:: \frac{\partial L}{\partial x} = \frac{g}{x \ln b}
+
+    one fused primitive ``be.log_base_backward(x, g, ln_base, ln_base_lo, shape, dtype)``,
+    :math:`\ln b` given as a float64 literal (``ln_base``, the nearest float64) plus the
+    float64 remainder (``ln_base_lo``). On the numba backend the quotient is computed in
+    float64 with an FMA-compensated division, correctly rounded (float32 gradients round that
+    once); MLX, without FMA, divides by ``x * ln_base`` (within 2 ULP). A member declares
+    ``schema_v1``, ``base``, ``ln_base`` and ``ln_base_lo``.
+    """
+
+    #: The base b; ln b as the nearest float64 and the float64 remainder ln b - ln_base.
+    base: ClassVar[float]
+    ln_base: ClassVar[float]
+    ln_base_lo: ClassVar[float]
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        be, x = self.backend, self.saved.x
+        lo = self.ln_base_lo
+        return (be.log_base_backward(x, g, self.ln_base, lo, self.shape, self.dtype),)
+
+
+class Log2Backward(LogBase):
     r"""Autograd node for :math:`y = \log_2 x`; saves the input ``x``.
 
-    Forward: CPU a vectorised Numba loop, GPU ``mlx.core.log2``. IEEE special values:
-    log2(±0) = -inf, log2(x < 0) = nan, log2(inf) = inf, log2(1) = +0; no exception, no
-    warning. Integer input gives a float32 result (``real_valued``).
+    Forward: ``be.log2(a, shape, dtype)``: CPU a vectorised Numba loop, GPU
+    ``mlx.core.log2``. IEEE special values: log2(±0) = -inf, log2(x < 0) = nan,
+    log2(inf) = inf, log2(1) = +0; no exception, no warning. Integer input gives a float32
+    result (``real_valued``).
 
     Backward, for :math:`x > 0`:
 
     .. math:: \frac{\partial L}{\partial x} = \frac{g}{x \ln 2}
 
-    with :math:`\ln 2` written as the float64 literal ``0.6931471805599453``, so the result is
-    the one scaling by ``1 / log(2.0)`` gives (within 1 ULP in float64). The fused kernel
-    reads ``x`` and ``g`` once and writes the gradient once.
+    with :math:`\ln 2` written as the float64 literal ``0.6931471805599453`` (the value
+    ``log(2.0)`` gives) plus its float64 remainder, so that the numba backend's quotient is
+    correctly rounded in float64 (see :class:`LogBase`). The fused kernel reads ``x`` and
+    ``g`` once and writes the gradient once.
     """
 
     schema_v1 = OpSchema(
         name="log2", amp_policy=AmpPolicy.FORCE_FP32, saved=("x",), real_valued=True
     )
+    base = 2.0
+    ln_base, ln_base_lo = LN2, LN2_LO
 
-    @staticmethod
-    def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType) -> Any:
-        return be.log2(a, shape, dtype)
 
-    def grad_formula(self, g: Any) -> tuple[Any]:
-        return (self.backend.log2_backward(self.saved.x, g, self.shape, self.dtype),)
+class LogBackward(LogBase):
+    r"""Autograd node for the natural logarithm :math:`y = \ln x`; saves ``x``.
+
+    .. math:: \frac{\partial L}{\partial x} = \frac{g}{x}
+
+    (:class:`LogBase` with :math:`\ln e = 1`: the gradient is exactly ``g / x``).
+    """
+
+    schema_v1 = OpSchema(
+        name="log", amp_policy=AmpPolicy.FORCE_FP32, saved=("x",), real_valued=True
+    )
+    base = math.e
+    ln_base, ln_base_lo = 1.0, 0.0
+
+
+class Log10Backward(LogBase):
+    r"""Autograd node for :math:`y = \log_{10} x`; saves ``x``.
+
+    .. math:: \frac{\partial L}{\partial x} = \frac{g}{x \ln 10}
+
+    (:class:`LogBase` with :math:`\ln 10` = ``2.30258509299404568402`` and its remainder).
+    """
+
+    schema_v1 = OpSchema(
+        name="log10", amp_policy=AmpPolicy.FORCE_FP32, saved=("x",), real_valued=True
+    )
+    base = 10.0
+    ln_base, ln_base_lo = LN10, LN10_LO
 
 
 class NegBackward(UnaryOp):
@@ -101,6 +220,8 @@ class PowScalarBackward(UnaryOp):
 
 
 log2 = unary_wrapper(Log2Backward)
+log = unary_wrapper(LogBackward)
+log10 = unary_wrapper(Log10Backward)
 neg = dunder("__neg__")(unary_wrapper(NegBackward))
 
 
@@ -113,10 +234,3 @@ def pow_scalar(x: Tensor, exponent: Number) -> Tensor:
             f"pow_scalar: the exponent must be a Python number, got {type(exponent).__name__}"
         )
     return PowScalarBackward.apply(x, exponent=exponent)
-
-
-@dunder("__pow__")
-def _power(x: Tensor, exponent: object) -> Tensor:
-    if isinstance(exponent, Tensor):
-        raise TypeError("** with a tensor exponent is not supported yet; use a Python number")
-    return pow_scalar(x, exponent)

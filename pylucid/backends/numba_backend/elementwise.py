@@ -1,5 +1,178 @@
-"""Numba primitives of the ``elementwise`` op family (being written)."""
+"""Numba primitives of the elementwise math ops and activations.
+
+Most primitives follow one pattern - ``name(a, shape, dtype)`` runs the loop of the scalar
+forward, ``name_backward(v, g, shape, dtype)`` the loop of the fused gradient, where ``v`` is
+what the op saved - so they are generated from :data:`UNARY_KERNELS`. The ops with scalar
+parameters (the log family's base, ``leaky_relu``, ``elu``, ``softplus``, ``gelu``,
+``clamp``) are written out below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pylucid.backends.base import Shape
+from pylucid.backends.numba_backend.core import _operand
+from pylucid.dtypes import DType
+from pylucid.kernels import elementwise_math as k
+from pylucid.kernels.loops import ElementwiseKernel, elementwise
+
+#: Primitive name -> (forward scalar function, fused gradient (v, g) -> dL/dx, or None where
+#: the op has another backward: ``log``/``log10`` share ``log_base_backward``, ``sign`` has a
+#: zero gradient).
+UNARY_KERNELS: dict[str, tuple[Callable, Callable | None]] = {
+    "exp": (k.exp, k.exp_grad),
+    "exp2": (k.exp2, k.exp2_grad),
+    "expm1": (k.expm1, k.expm1_grad),
+    "log": (k.log, None),
+    "log10": (k.log10, None),
+    "log1p": (k.log1p, k.log1p_grad),
+    "sqrt": (k.sqrt, k.sqrt_grad),
+    "rsqrt": (k.rsqrt, k.rsqrt_grad),
+    "square": (k.square, k.square_grad),
+    "reciprocal": (k.reciprocal, k.reciprocal_grad),
+    "sin": (k.sin, k.sin_grad),
+    "cos": (k.cos, k.cos_grad),
+    "tan": (k.tan, k.tan_grad),
+    "asin": (k.asin, k.asin_grad),
+    "acos": (k.acos, k.acos_grad),
+    "atan": (k.atan, k.atan_grad),
+    "sinh": (k.sinh, k.sinh_grad),
+    "cosh": (k.cosh, k.cosh_grad),
+    "tanh": (k.tanh, k.tanh_grad),
+    "relu": (k.relu, k.relu_grad),
+    "sigmoid": (k.sigmoid, k.sigmoid_grad),
+    "silu": (k.silu, k.silu_grad),
+    "erf": (k.erf, k.erf_grad),
+    "abs": (k.absolute, k.absolute_grad),
+    "sign": (k.sign, None),
+}
+
+_LOG_BASE_GRAD = elementwise(k.log_base_grad, arity=3)
+_LEAKY_RELU = elementwise(k.leaky_relu, arity=2)
+_LEAKY_RELU_GRAD = elementwise(k.leaky_relu_grad, arity=3)
+_ELU = elementwise(k.elu, arity=2)
+_ELU_GRAD = elementwise(k.elu_grad, arity=3)
+_SOFTPLUS = elementwise(k.softplus, arity=3)
+_SOFTPLUS_GRAD = elementwise(k.softplus_grad, arity=3)
+_GELU = {"none": elementwise(k.gelu), "tanh": elementwise(k.gelu_tanh)}
+_GELU_GRAD = {
+    "none": elementwise(k.gelu_grad, arity=2),
+    "tanh": elementwise(k.gelu_tanh_grad, arity=2),
+}
+_CLAMP = elementwise(k.clamp, arity=3)
+_CLAMP_GRAD = elementwise(k.clamp_grad, arity=3)
 
 
+def _forward(name: str, kernel: ElementwiseKernel) -> Callable[..., np.ndarray]:
+    def primitive(self: Any, a: np.ndarray, shape: Shape, dtype: DType) -> np.ndarray:
+        return self._unary(kernel, a, shape, dtype)
+
+    primitive.__name__ = primitive.__qualname__ = name
+    primitive.__doc__ = f"Elementwise ``{name}`` (loop of ``{kernel.name}``)."
+    return primitive
+
+
+def _backward(name: str, kernel: ElementwiseKernel) -> Callable[..., np.ndarray]:
+    def primitive(self: Any, v: np.ndarray, g: np.ndarray, shape: Shape, dtype: DType):
+        return self._nary(kernel, (v, g), shape, dtype)
+
+    primitive.__name__ = primitive.__qualname__ = f"{name}_backward"
+    primitive.__doc__ = f"Fused gradient of ``{name}`` (loop of ``{kernel.name}``)."
+    return primitive
+
+
+def _with_unary_kernels(cls: type) -> type:
+    """Add the ``name`` / ``name_backward`` primitives of :data:`UNARY_KERNELS` to ``cls``."""
+    for name, (forward, backward) in UNARY_KERNELS.items():
+        setattr(cls, name, _forward(name, elementwise(forward)))
+        if backward is not None:
+            setattr(cls, f"{name}_backward", _backward(name, elementwise(backward, arity=2)))
+    return cls
+
+
+def _bound(value: float | None, default: float, dtype: DType) -> np.generic:
+    """A clamp bound as a ``dtype`` scalar: ``default`` (+-inf, or the integer type's limit)
+    for None, and an integer bound beyond the type's range saturated to its limit."""
+    if dtype.is_floating_point:
+        return dtype.numpy.type(default if value is None else value)
+    info = np.iinfo(dtype.numpy)
+    limit = info.min if default < 0 else info.max
+    return dtype.numpy.type(limit if value is None else min(max(value, info.min), info.max))
+
+
+@_with_unary_kernels
 class NumbaElementwise:
-    """Primitives of the ``elementwise`` family on the numba backend."""
+    """Primitives of the elementwise math ops and activations on the numba backend."""
+
+    def _fused(
+        self,
+        kernel: ElementwiseKernel,
+        x: np.ndarray,
+        g: np.ndarray,
+        param: Any,
+        shape: Shape,
+        dtype: DType,
+    ) -> np.ndarray:
+        # ``param`` goes to the kernel as given (a tuple of scalars), not cast as _nary does.
+        np_dtype = dtype.numpy
+        return kernel(
+            _operand(x, shape, np_dtype),
+            _operand(g, shape, np_dtype),
+            param,
+            shape=shape,
+            out_dtype=np_dtype,
+        )
+
+    def log_base_backward(self, x, g, ln_base: float, ln_base_lo: float, shape, dtype):
+        """Fused ``g / (x ln b)`` with ln b = ``ln_base + ln_base_lo`` (float64 high and low
+        parts), correctly rounded in float64 and bit-identical to ``log2_backward`` for b = 2;
+        float32 gradients are computed in float64 and rounded once."""
+        ln_b = (np.float64(ln_base), np.float64(ln_base_lo))
+        return self._fused(_LOG_BASE_GRAD, x, g, ln_b, shape, dtype)
+
+    def leaky_relu(self, a, negative_slope: float, shape, dtype):
+        """Elementwise ``x if x > 0 else negative_slope * x``."""
+        return self._nary(_LEAKY_RELU, (a,), shape, dtype, negative_slope)
+
+    def leaky_relu_backward(self, x, g, negative_slope: float, shape, dtype):
+        """Fused ``g if x > 0 else negative_slope * g``."""
+        return self._nary(_LEAKY_RELU_GRAD, (x, g), shape, dtype, negative_slope)
+
+    def elu(self, a, alpha: float, shape, dtype):
+        """Elementwise ``x if x > 0 else alpha * expm1(x)``."""
+        return self._nary(_ELU, (a,), shape, dtype, alpha)
+
+    def elu_backward(self, x, g, alpha: float, shape, dtype):
+        """Fused ``g if x > 0 else g * alpha * exp(x)``."""
+        return self._nary(_ELU_GRAD, (x, g), shape, dtype, alpha)
+
+    def softplus(self, a, beta: float, threshold: float, shape, dtype):
+        """Elementwise ``log1p(exp(beta x)) / beta`` (``x`` where ``beta x > threshold``)."""
+        return self._nary(_SOFTPLUS, (a,), shape, dtype, beta, threshold)
+
+    def softplus_backward(self, x, g, beta: float, threshold: float, shape, dtype):
+        """Fused ``g * sigmoid(beta x)`` (``g`` where ``beta x > threshold``)."""
+        params = (dtype.numpy.type(beta), dtype.numpy.type(threshold))
+        return self._fused(_SOFTPLUS_GRAD, x, g, params, shape, dtype)
+
+    def gelu(self, a, approximate: str, shape, dtype):
+        """Elementwise GELU, exact (``"none"``) or its tanh approximation (``"tanh"``)."""
+        return self._unary(_GELU[approximate], a, shape, dtype)
+
+    def gelu_backward(self, x, g, approximate: str, shape, dtype):
+        """Fused gradient of :meth:`gelu`."""
+        return self._nary(_GELU_GRAD[approximate], (x, g), shape, dtype)
+
+    def clamp(self, a, low: float | None, high: float | None, shape, dtype):
+        """Elementwise ``min(max(x, low), high)``; a None bound is no bound."""
+        low_, high_ = _bound(low, -np.inf, dtype), _bound(high, np.inf, dtype)
+        return self._nary(_CLAMP, (a,), shape, dtype, low_, high_)
+
+    def clamp_backward(self, x, g, low: float | None, high: float | None, shape, dtype):
+        """Fused ``g where low <= x <= high else 0``."""
+        bounds = (_bound(low, -np.inf, dtype), _bound(high, np.inf, dtype))
+        return self._fused(_CLAMP_GRAD, x, g, bounds, shape, dtype)

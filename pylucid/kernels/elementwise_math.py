@@ -1,0 +1,424 @@
+"""Scalar math of the elementwise math ops and activations: one jitable function per forward
+and one fused gradient per backward.
+
+Conventions (as in :mod:`pylucid.kernels.scalar`): each function is generic over float32 and
+float64 (the integer-preserving ops ``relu``, ``absolute``, ``sign``, ``square``, ``clamp``
+also over int32 and int64); Python float literals are float64 in Numba, so float32 inputs are
+computed in float64 wherever a literal appears and rounded once when stored. Each forward is
+a single function calling ``math.<fn>`` once, so that a SIMD implementation
+(:mod:`pylucid.kernels.simd_math`) can be swapped in per op. A gradient takes the one value
+its op saved (the input ``x`` or the result ``y``) and the upstream gradient ``g`` - plus the
+op's scalar parameters - and returns the input gradient in one expression, so its loop reads
+each array once and writes once. Two parameters of a gradient travel as one tuple operand
+(``ln_base`` of ``log_base_grad``, ``params`` of ``softplus_grad``, ``bounds`` of
+``clamp_grad``): the loop generator stops at three operands and passes a non-array operand
+through unchanged.
+
+Special values follow C99 / NumPy (``log(0) = -inf``, ``sqrt(-1) = nan``, ``rsqrt(0) = inf``)
+and NaN propagates through every forward; with ``error_model="numpy"`` nothing raises.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+from numba.extending import register_jitable
+
+from pylucid.kernels.scalar import LN2, fma
+
+#: ln 10, 1/sqrt(2), 2/sqrt(pi), 1/sqrt(2 pi) and sqrt(2/pi) to 21 significant digits.
+LN10 = 2.30258509299404568402
+SQRT1_2 = 0.70710678118654752440
+TWO_OVER_SQRTPI = 1.12837916709551257390
+INV_SQRT_2PI = 0.39894228040143267794
+SQRT_2_OVER_PI = 0.79788456080286535588
+#: The cubic coefficient of the tanh approximation of GELU (Hendrycks & Gimpel).
+GELU_KAPPA = 0.044715
+
+
+# -- exponentials and logarithms -------------------------------------------------------------
+@register_jitable
+def exp(x):
+    """y = e^x."""
+    return math.exp(x)
+
+
+@register_jitable
+def exp_grad(y, g):
+    """dL/dx = g y for y = e^x."""
+    return g * y
+
+
+@register_jitable
+def exp2(x):
+    """y = 2^x."""
+    return math.exp2(x)
+
+
+@register_jitable
+def exp2_grad(y, g):
+    """dL/dx = g y ln 2 for y = 2^x."""
+    return g * y * LN2
+
+
+@register_jitable
+def expm1(x):
+    """y = e^x - 1."""
+    return math.expm1(x)
+
+
+@register_jitable
+def expm1_grad(y, g):
+    """dL/dx = g (y + 1) for y = e^x - 1."""
+    return g * (y + 1.0)
+
+
+@register_jitable
+def log(x):
+    """y = ln x."""
+    return math.log(x)
+
+
+@register_jitable
+def log10(x):
+    """y = log10 x."""
+    return math.log10(x)
+
+
+@register_jitable
+def log_base_grad(x, g, ln_base):
+    """dL/dx = g / (x ln b) for y = log_b x, correctly rounded in float64 (float32 inputs
+    round that once), by the algorithm of :func:`pylucid.kernels.scalar.log2_grad`:
+    ``ln_base`` is the pair ``(hi, lo)`` of float64s with hi + lo = ln b to 106 bits;
+    ``x ln b`` is carried as ``p + e`` (an FMA and the low part), and the quotient
+    ``q = g / p`` is corrected by its FMA residual. Where the correction is not finite
+    (x = ±0, ±inf, nan, or an overflowing quotient) the plain quotient is the IEEE answer."""
+    xd = numba.float64(x)
+    gd = numba.float64(g)
+    hi, lo = ln_base
+    p = xd * hi
+    e = fma(xd, hi, -p) + xd * lo
+    q = gd / p
+    corrected = q + (fma(-q, p, gd) - q * e) / p
+    return corrected if math.isfinite(corrected) else q
+
+
+@register_jitable
+def log1p(x):
+    """y = ln(1 + x)."""
+    return math.log1p(x)
+
+
+@register_jitable
+def log1p_grad(x, g):
+    """dL/dx = g / (1 + x) for y = ln(1 + x)."""
+    return g / (1.0 + x)
+
+
+@register_jitable
+def sqrt(x):
+    """y = sqrt(x)."""
+    return math.sqrt(x)
+
+
+@register_jitable
+def sqrt_grad(y, g):
+    """dL/dx = g / (2 y) for y = sqrt(x) (inf at x = 0)."""
+    return g / (2.0 * y)
+
+
+@register_jitable
+def rsqrt(x):
+    """y = 1 / sqrt(x)."""
+    return 1.0 / math.sqrt(x)
+
+
+@register_jitable
+def rsqrt_grad(y, g):
+    """dL/dx = -g y^3 / 2 for y = 1 / sqrt(x)."""
+    return -0.5 * g * y * y * y
+
+
+@register_jitable
+def square(x):
+    """y = x^2."""
+    return x * x
+
+
+@register_jitable
+def square_grad(x, g):
+    """dL/dx = 2 g x for y = x^2."""
+    return 2.0 * g * x
+
+
+@register_jitable
+def reciprocal(x):
+    """y = 1 / x."""
+    return 1.0 / x
+
+
+@register_jitable
+def reciprocal_grad(y, g):
+    """dL/dx = -g y^2 for y = 1 / x."""
+    return -g * y * y
+
+
+# -- trigonometric and hyperbolic -------------------------------------------------------------
+@register_jitable
+def sin(x):
+    """y = sin x."""
+    return math.sin(x)
+
+
+@register_jitable
+def sin_grad(x, g):
+    """dL/dx = g cos x."""
+    return g * math.cos(x)
+
+
+@register_jitable
+def cos(x):
+    """y = cos x."""
+    return math.cos(x)
+
+
+@register_jitable
+def cos_grad(x, g):
+    """dL/dx = -g sin x."""
+    return -g * math.sin(x)
+
+
+@register_jitable
+def tan(x):
+    """y = tan x."""
+    return math.tan(x)
+
+
+@register_jitable
+def tan_grad(y, g):
+    """dL/dx = g (1 + y^2) for y = tan x."""
+    return g * (1.0 + y * y)
+
+
+@register_jitable
+def asin(x):
+    """y = arcsin x."""
+    return math.asin(x)
+
+
+@register_jitable
+def asin_grad(x, g):
+    """dL/dx = g / sqrt(1 - x^2) (inf at |x| = 1)."""
+    return g / math.sqrt(1.0 - x * x)
+
+
+@register_jitable
+def acos(x):
+    """y = arccos x."""
+    return math.acos(x)
+
+
+@register_jitable
+def acos_grad(x, g):
+    """dL/dx = -g / sqrt(1 - x^2) (-inf at |x| = 1)."""
+    return -g / math.sqrt(1.0 - x * x)
+
+
+@register_jitable
+def atan(x):
+    """y = arctan x."""
+    return math.atan(x)
+
+
+@register_jitable
+def atan_grad(x, g):
+    """dL/dx = g / (1 + x^2)."""
+    return g / (1.0 + x * x)
+
+
+@register_jitable
+def sinh(x):
+    """y = sinh x."""
+    return math.sinh(x)
+
+
+@register_jitable
+def sinh_grad(x, g):
+    """dL/dx = g cosh x."""
+    return g * math.cosh(x)
+
+
+@register_jitable
+def cosh(x):
+    """y = cosh x."""
+    return math.cosh(x)
+
+
+@register_jitable
+def cosh_grad(x, g):
+    """dL/dx = g sinh x."""
+    return g * math.sinh(x)
+
+
+@register_jitable
+def tanh(x):
+    """y = tanh x."""
+    return math.tanh(x)
+
+
+@register_jitable
+def tanh_grad(y, g):
+    """dL/dx = g (1 - y^2) for y = tanh x."""
+    return g * (1.0 - y * y)
+
+
+# -- activations ------------------------------------------------------------------------------
+@register_jitable
+def relu(x):
+    """y = max(x, 0); NaN stays NaN."""
+    return 0 if x <= 0 else x
+
+
+@register_jitable
+def relu_grad(y, g):
+    """dL/dx = g where y > 0, else 0 (0 at x = 0, as PyTorch's threshold_backward)."""
+    return 0 if y <= 0 else g
+
+
+@register_jitable
+def leaky_relu(x, slope):
+    """y = x if x > 0 else slope x."""
+    return x if x > 0 else x * slope
+
+
+@register_jitable
+def leaky_relu_grad(x, g, slope):
+    """dL/dx = g if x > 0 else slope g."""
+    return g if x > 0 else g * slope
+
+
+@register_jitable
+def elu(x, alpha):
+    """y = x if x > 0 else alpha (e^x - 1)."""
+    return x if x > 0 else alpha * math.expm1(x)
+
+
+@register_jitable
+def elu_grad(x, g, alpha):
+    """dL/dx = g if x > 0 else g alpha e^x."""
+    return g if x > 0 else g * alpha * math.exp(x)
+
+
+@register_jitable
+def sigmoid(x):
+    """y = 1 / (1 + e^-x): e^-x overflows to inf for x << 0, giving the exact limit 0."""
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+@register_jitable
+def sigmoid_grad(y, g):
+    """dL/dx = g y (1 - y) for y = sigmoid(x)."""
+    return g * y * (1.0 - y)
+
+
+@register_jitable
+def softplus(x, beta, threshold):
+    """y = ln(1 + e^(beta x)) / beta, written max(z, 0) + ln(1 + e^-|z|) with z = beta x so
+    that nothing overflows; y = x where z > threshold (PyTorch's linear regime)."""
+    z = x * beta
+    if z > threshold:
+        return x
+    return ((z if z > 0 else 0.0) + math.log1p(math.exp(-abs(z)))) / beta
+
+
+@register_jitable
+def softplus_grad(x, g, params):
+    """dL/dx = g sigmoid(beta x), and g where beta x > threshold; ``params`` is
+    ``(beta, threshold)``."""
+    z = x * params[0]
+    return g if z > params[1] else g / (1.0 + math.exp(-z))
+
+
+@register_jitable
+def silu(x):
+    """y = x sigmoid(x) = x / (1 + e^-x)."""
+    return x / (1.0 + math.exp(-x))
+
+
+@register_jitable
+def silu_grad(x, g):
+    """dL/dx = g s (1 + x (1 - s)) with s = sigmoid(x)."""
+    s = 1.0 / (1.0 + math.exp(-x))
+    return g * s * (1.0 + x * (1.0 - s))
+
+
+@register_jitable
+def gelu(x):
+    """y = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2."""
+    return 0.5 * x * (1.0 + math.erf(x * SQRT1_2))
+
+
+@register_jitable
+def gelu_grad(x, g):
+    """dL/dx = g (Phi(x) + x phi(x)), phi(x) = e^(-x^2/2) / sqrt(2 pi)."""
+    cdf = 0.5 * (1.0 + math.erf(x * SQRT1_2))
+    return g * (cdf + x * INV_SQRT_2PI * math.exp(-0.5 * x * x))
+
+
+@register_jitable
+def gelu_tanh(x):
+    """y = x (1 + tanh(u)) / 2 with u = sqrt(2/pi) (x + 0.044715 x^3)."""
+    return 0.5 * x * (1.0 + math.tanh(SQRT_2_OVER_PI * (x + GELU_KAPPA * x * x * x)))
+
+
+@register_jitable
+def gelu_tanh_grad(x, g):
+    """dL/dx = g ((1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2), t = tanh(u)."""
+    x2 = x * x
+    t = math.tanh(SQRT_2_OVER_PI * (x + GELU_KAPPA * x2 * x))
+    du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_KAPPA * x2)
+    return g * 0.5 * ((1.0 + t) + x * (1.0 - t * t) * du)
+
+
+@register_jitable
+def erf(x):
+    """y = erf(x)."""
+    return math.erf(x)
+
+
+@register_jitable
+def erf_grad(x, g):
+    """dL/dx = g 2 e^(-x^2) / sqrt(pi)."""
+    return g * TWO_OVER_SQRTPI * math.exp(-x * x)
+
+
+@register_jitable
+def sign(x):
+    """y = -1, 0 or 1 by the sign of x; NaN stays NaN."""
+    return x if x != x else (x > 0) - (x < 0)
+
+
+@register_jitable
+def absolute(x):
+    """y = |x|."""
+    return abs(x)
+
+
+@register_jitable
+def absolute_grad(x, g):
+    """dL/dx = g sign(x) (0 at x = 0)."""
+    return g * sign(x)
+
+
+@register_jitable
+def clamp(x, low, high):
+    """y = min(max(x, low), high): ``high`` where low > high; NaN stays NaN."""
+    y = low if x < low else x
+    return high if y > high else y
+
+
+@register_jitable
+def clamp_grad(x, g, bounds):
+    """dL/dx = g where low <= x <= high, else 0; ``bounds`` is ``(low, high)``."""
+    return g if bounds[0] <= x <= bounds[1] else 0
