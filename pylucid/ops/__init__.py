@@ -20,7 +20,7 @@ from pylucid.ops import (
     linalg,
     reduce,
     shape,
-    softmax,
+    softmax_family,
     unary,
 )
 from pylucid.ops.activations import *  # noqa: F403
@@ -35,7 +35,7 @@ from pylucid.ops.linalg import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.schema import AmpPolicy, OpSchema, get_op, get_schema, list_ops
 from pylucid.ops.shape import *  # noqa: F403
-from pylucid.ops.softmax import *  # noqa: F403
+from pylucid.ops.softmax_family import *  # noqa: F403
 from pylucid.ops.unary import *  # noqa: F403
 from pylucid.ops.wrapping import install_tensor_methods
 
@@ -49,7 +49,7 @@ FAMILIES = (
     binary,
     comparison,
     reduce,
-    softmax,
+    softmax_family,
     linalg,
     shape,
     indexing,

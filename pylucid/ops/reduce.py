@@ -1,17 +1,78 @@
-"""Reductions: sum and mean over all axes, one axis or a tuple of axes."""
+"""Reductions over all axes, one axis or a tuple of axes.
+
+Public: sum, mean, prod, max (alias amax), min (alias amin), argmax, argmin, var, std.
+
+Each takes ``axis=`` (None: every axis; an int; a tuple of ints) and ``keepdims=``, with
+PyTorch's ``dim=`` / ``keepdim=`` as aliases; ``argmax`` / ``argmin`` take one axis or None
+(the flattened tensor), as :func:`torch.argmax` does. The gradient formulas get ``g`` and the
+saved result at the reduced shape and reshape them to the input's rank with the reduced axes
+as size 1 (:meth:`ReduceOp._keepdims_shape`) so that they broadcast against ``x``.
+
+AMP policies follow PyTorch's autocast lists: ``sum`` and ``prod`` are on its CUDA float32
+list (FORCE_FP32); ``mean``, ``var`` and ``std`` are on no list and run in their input's dtype
+(KEEP_INPUT); ``max``, ``min``, ``argmax`` and ``argmin`` only select elements (KEEP_INPUT).
+
+Edge cases: ``sum`` of no elements is 0, ``prod`` 1, ``mean`` NaN; ``max``, ``min``,
+``argmax`` and ``argmin`` over an axis of size 0 raise a ValueError naming the op and the
+shape (no identity exists), before any kernel runs. NaN propagates through ``max`` and
+``min`` as in PyTorch (NumPy's ``max``, not ``nanmax``). ``var`` divides by
+``max(0, n - correction)``: with ``n <= correction`` it is inf, or NaN for a constant or
+empty slice, as in PyTorch, and nothing warns.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from pylucid.backends.base import Axes, Backend, Shape
 from pylucid.dtypes import DType, int64
-from pylucid.ops.base import ReduceOp
-from pylucid.ops.schema import OpSchema
-from pylucid.ops.wrapping import reduction_wrapper
+from pylucid.ops.base import Op, ReduceOp
+from pylucid.ops.schema import AmpPolicy, OpSchema
+from pylucid.ops.wrapping import (
+    is_number,
+    normalize_axes,
+    reduction_wrapper,
+    require_tensor,
+    tensor_method,
+)
+from pylucid.tensor import Tensor
 
-__all__ = ["MeanBackward", "SumBackward", "mean", "sum"]
+__all__ = [
+    "ArgmaxBackward",
+    "ArgminBackward",
+    "MaxBackward",
+    "MeanBackward",
+    "MinBackward",
+    "ProdBackward",
+    "StdBackward",
+    "SumBackward",
+    "VarBackward",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "max",
+    "mean",
+    "min",
+    "prod",
+    "std",
+    "sum",
+    "var",
+]
+
+
+def _refuse_empty(op: str, shape: Shape, axes: Axes) -> None:
+    """Raise the ValueError of a reduction with no identity over a size-0 axis."""
+    for i in axes:
+        if shape[i] == 0:
+            raise ValueError(
+                f"{op}: cannot reduce over axis {i}, which has size 0 (input shape {shape}): "
+                f"the {op} of no elements is undefined; reduce over non-empty axes only"
+            )
 
 
 class SumBackward(ReduceOp):
@@ -19,10 +80,11 @@ class SumBackward(ReduceOp):
 
     .. math:: \frac{\partial L}{\partial x_i} = g \quad \text{(g broadcast back over axes)}
 
-    Integer and bool inputs sum in int64, as in PyTorch.
+    Integer and bool inputs sum in int64, as in PyTorch. AMP: FORCE_FP32 (PyTorch's
+    autocast float32 list).
     """
 
-    schema_v1 = OpSchema(name="sum")
+    schema_v1 = OpSchema(name="sum", amp_policy=AmpPolicy.FORCE_FP32)
 
     @classmethod
     def compute_dtype(cls, dtypes: Any, **params: Any) -> DType:
@@ -45,10 +107,11 @@ class MeanBackward(ReduceOp):
 
     .. math:: \frac{\partial L}{\partial x_i} = \frac{g}{n}
 
-    Integer input gives float32 (``real_valued``); the mean of no elements is nan.
+    Integer input gives float32 (``real_valued``); the mean of no elements is nan. AMP:
+    KEEP_INPUT (on none of PyTorch's autocast lists).
     """
 
-    schema_v1 = OpSchema(name="mean", real_valued=True)
+    schema_v1 = OpSchema(name="mean", amp_policy=AmpPolicy.KEEP_INPUT, real_valued=True)
 
     @staticmethod
     def dispatch(
@@ -64,5 +127,329 @@ class MeanBackward(ReduceOp):
         return (be.broadcast_to(be.reshape(scaled, self._keepdims_shape()), self.input_shapes[0]),)
 
 
+class ProdBackward(ReduceOp):
+    r"""Autograd node for :math:`y = \prod_{i \in \text{axes}} x_i`; saves ``x``.
+
+    .. math:: \frac{\partial L}{\partial x_j} = g \prod_{i \ne j} x_i
+
+    The product of the others is computed as an exclusive prefix product times an exclusive
+    suffix product along each reduced slice - not as :math:`y / x_j` - so it is exact with
+    one zero (only that element gets a nonzero gradient) and with several (every gradient
+    is 0). Integer and bool inputs multiply in int64, as in PyTorch; the product of no
+    elements is 1. AMP: FORCE_FP32 (PyTorch's autocast float32 list).
+    """
+
+    schema_v1 = OpSchema(name="prod", amp_policy=AmpPolicy.FORCE_FP32, saved=("x",))
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Any, **params: Any) -> DType:
+        return dtypes[0] if dtypes[0].is_floating_point else int64
+
+    @staticmethod
+    def dispatch(
+        be: Backend, a: Any, shape: Shape, dtype: DType, axes: Axes, keepdims: bool
+    ) -> Any:
+        return be.prod(a, axes, keepdims, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        be = self.backend
+        g = be.reshape(g, self._keepdims_shape())
+        return (be.prod_backward(self.saved.x, g, self.axes, self.dtype),)
+
+
+class _ExtremumOp(ReduceOp):
+    """max and min: refuse empty axes; the gradient goes to the selected elements."""
+
+    @classmethod
+    def output_shape(
+        cls, shapes: Sequence[Shape], *, axes: tuple[int, ...], keepdims: bool
+    ) -> Shape:
+        _refuse_empty(cls.schema_v1.name, shapes[0], axes)
+        return super().output_shape(shapes, axes=axes, keepdims=keepdims)
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        be, keep = self.backend, self._keepdims_shape()
+        result, g = be.reshape(self.saved.result, keep), be.reshape(g, keep)
+        return (be.extremum_backward(self.saved.x, result, g, self.axes, self.dtype),)
+
+
+class MaxBackward(_ExtremumOp):
+    r"""Autograd node for :math:`y = \max_{i \in \text{axes}} x_i`; saves ``x`` and the result.
+
+    .. math::
+        \frac{\partial L}{\partial x_j} = \frac{g\,[x_j = y]}{\sum_i [x_i = y]}
+
+    Tied maxima share the gradient equally, as in PyTorch's ``amax``. NaN propagates: the
+    max of a slice holding NaN is NaN, and its gradient is shared by the NaN elements. Over
+    an axis of size 0 it raises a ValueError. AMP: KEEP_INPUT (selects elements).
+    """
+
+    schema_v1 = OpSchema(name="max", amp_policy=AmpPolicy.KEEP_INPUT, saved=("x", "result"))
+
+    @staticmethod
+    def dispatch(
+        be: Backend, a: Any, shape: Shape, dtype: DType, axes: Axes, keepdims: bool
+    ) -> Any:
+        return be.amax(a, axes, keepdims, dtype)
+
+
+class MinBackward(_ExtremumOp):
+    r"""Autograd node for :math:`y = \min_{i \in \text{axes}} x_i`; saves ``x`` and the result.
+
+    .. math::
+        \frac{\partial L}{\partial x_j} = \frac{g\,[x_j = y]}{\sum_i [x_i = y]}
+
+    Tied minima share the gradient equally, as in PyTorch's ``amin``; NaN propagates and
+    takes the gradient, as for :class:`MaxBackward`. AMP: KEEP_INPUT (selects elements).
+    """
+
+    schema_v1 = OpSchema(name="min", amp_policy=AmpPolicy.KEEP_INPUT, saved=("x", "result"))
+
+    @staticmethod
+    def dispatch(
+        be: Backend, a: Any, shape: Shape, dtype: DType, axes: Axes, keepdims: bool
+    ) -> Any:
+        return be.amin(a, axes, keepdims, dtype)
+
+
+class _ArgExtremumOp(Op):
+    """argmax and argmin: one axis or None (flattened); an int64 result, no gradient."""
+
+    input_names = ("x",)
+
+    @classmethod
+    def output_shape(cls, shapes: Sequence[Shape], *, axis: int | None, keepdims: bool) -> Shape:
+        (shape,) = shapes
+        axes = tuple(range(len(shape))) if axis is None else (axis,)
+        _refuse_empty(cls.schema_v1.name, shape, axes)
+        if keepdims:
+            return tuple(1 if i in axes else n for i, n in enumerate(shape))
+        return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+    @classmethod
+    def result_dtype(cls, compute_dtype: DType) -> DType:
+        return int64
+
+
+class ArgmaxBackward(_ArgExtremumOp):
+    """The op ``argmax``: the index of the first maximum along ``axis`` (of the flattened
+    tensor when ``axis`` is None), as int64. A NaN counts as the maximum, as in PyTorch and
+    NumPy. Not differentiable (its node is never recorded); AMP: KEEP_INPUT.
+    """
+
+    schema_v1 = OpSchema(name="argmax", amp_policy=AmpPolicy.KEEP_INPUT, differentiable=False)
+
+    @staticmethod
+    def dispatch(
+        be: Backend, a: Any, shape: Shape, dtype: DType, axis: int | None, keepdims: bool
+    ) -> Any:
+        return be.argmax(a, axis, keepdims, dtype)
+
+
+class ArgminBackward(_ArgExtremumOp):
+    """The op ``argmin``: the index of the first minimum along ``axis`` (of the flattened
+    tensor when ``axis`` is None), as int64. A NaN counts as the minimum, as in PyTorch and
+    NumPy. Not differentiable (its node is never recorded); AMP: KEEP_INPUT.
+    """
+
+    schema_v1 = OpSchema(name="argmin", amp_policy=AmpPolicy.KEEP_INPUT, differentiable=False)
+
+    @staticmethod
+    def dispatch(
+        be: Backend, a: Any, shape: Shape, dtype: DType, axis: int | None, keepdims: bool
+    ) -> Any:
+        return be.argmin(a, axis, keepdims, dtype)
+
+
+class _MomentOp(ReduceOp):
+    """var and std: a reduction with a ``correction`` (subtracted from the count)."""
+
+    @classmethod
+    def output_shape(
+        cls, shapes: Sequence[Shape], *, axes: tuple[int, ...], keepdims: bool, correction: float
+    ) -> Shape:
+        return super().output_shape(shapes, axes=axes, keepdims=keepdims)
+
+
+class VarBackward(_MomentOp):
+    r"""Autograd node for :math:`y = \frac{1}{\max(0,\, n - c)} \sum_i (x_i - \bar x)^2` over
+    the reduced axes, with :math:`n` elements and correction :math:`c` (1 by default:
+    Bessel's, as in PyTorch); saves ``x``.
+
+    .. math:: \frac{\partial L}{\partial x_j} = \frac{2 g\,(x_j - \bar x)}{n - c}
+
+    Two-pass (the mean first, then the squared deviations, accumulated in float64 on the
+    CPU). With :math:`n \le c` the divisor is 0: inf, or NaN for a constant or empty slice.
+    Integer input gives float32 (``real_valued``). AMP: KEEP_INPUT (on none of PyTorch's
+    autocast lists).
+    """
+
+    schema_v1 = OpSchema(
+        name="var", amp_policy=AmpPolicy.KEEP_INPUT, saved=("x",), real_valued=True
+    )
+
+    @staticmethod
+    def dispatch(
+        be: Backend,
+        a: Any,
+        shape: Shape,
+        dtype: DType,
+        axes: Axes,
+        keepdims: bool,
+        correction: float,
+    ) -> Any:
+        return be.var(a, axes, keepdims, correction, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        be = self.backend
+        g = be.reshape(g, self._keepdims_shape())
+        return (be.var_backward(self.saved.x, g, self.axes, self.correction, self.dtype),)
+
+
+class StdBackward(_MomentOp):
+    r"""Autograd node for :math:`y = \sqrt{\operatorname{var}(x)}` (see :class:`VarBackward`
+    for the correction); saves ``x`` and the result.
+
+    .. math:: \frac{\partial L}{\partial x_j} = \frac{g\,(x_j - \bar x)}{(n - c)\, y}
+
+    and 0 where :math:`y = 0` (a constant slice), as PyTorch does. Integer input gives
+    float32 (``real_valued``). AMP: KEEP_INPUT (on none of PyTorch's autocast lists).
+    """
+
+    schema_v1 = OpSchema(
+        name="std", amp_policy=AmpPolicy.KEEP_INPUT, saved=("x", "result"), real_valued=True
+    )
+
+    @staticmethod
+    def dispatch(
+        be: Backend,
+        a: Any,
+        shape: Shape,
+        dtype: DType,
+        axes: Axes,
+        keepdims: bool,
+        correction: float,
+    ) -> Any:
+        return be.std(a, axes, keepdims, correction, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        be, keep = self.backend, self._keepdims_shape()
+        result, g = be.reshape(self.saved.result, keep), be.reshape(g, keep)
+        return (be.std_backward(self.saved.x, result, g, self.axes, self.correction, self.dtype),)
+
+
+# -- wrappers -------------------------------------------------------------------------------
+def _arg_wrapper(op_class: type[Op]) -> Callable[..., Tensor]:
+    name = op_class.schema_v1.name
+
+    def wrapper(
+        x: Tensor,
+        axis: int | None = None,
+        keepdims: bool = False,
+        *,
+        dim: int | None = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
+        require_tensor(name, "x", x)
+        chosen = axis if dim is None else dim
+        if chosen is not None and not isinstance(chosen, (int, np.integer)):
+            raise TypeError(
+                f"{name}: axis must be one int, or None for the flattened tensor; got {chosen!r}"
+            )
+        axes = normalize_axes(name, x, axis, dim)
+        keep = bool(keepdims if keepdim is None else keepdim)
+        return op_class.apply(x, axis=None if chosen is None else axes[0], keepdims=keep)
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = (
+        f"Index (int64) of the first {name[3:]}imum of ``x`` along ``axis`` (one int), or of "
+        f"the flattened ``x`` when ``axis`` is None; ``keepdims`` keeps the reduced axis (all "
+        f"axes when None) as size 1. PyTorch's ``dim=`` / ``keepdim=`` are accepted as "
+        f"aliases. Not differentiable; see :class:`{op_class.__name__}`."
+    )
+    return tensor_method(wrapper)
+
+
+def _correction(op: str, correction: float | None, unbiased: bool | None) -> float:
+    if unbiased is not None:
+        if correction is not None:
+            raise TypeError(f"{op}: pass correction= or unbiased=, not both")
+        if not isinstance(unbiased, (bool, np.bool_)):
+            raise TypeError(f"{op}: unbiased must be a bool, got {unbiased!r}")
+        return 1 if unbiased else 0
+    if correction is None:
+        return 1
+    if not is_number(correction) or isinstance(correction, (bool, np.bool_)):
+        raise TypeError(f"{op}: correction must be a number, got {correction!r}")
+    if not (math.isfinite(correction) and correction >= 0):
+        raise ValueError(f"{op}: correction must be finite and >= 0, got {correction!r}")
+    return correction
+
+
+def _moment_wrapper(op_class: type[Op]) -> Callable[..., Tensor]:
+    name = op_class.schema_v1.name
+
+    def wrapper(
+        x: Tensor,
+        axis: int | Sequence[int] | None = None,
+        keepdims: bool = False,
+        *,
+        correction: float | None = None,
+        unbiased: bool | None = None,
+        dim: int | Sequence[int] | None = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
+        require_tensor(name, "x", x)
+        axes = normalize_axes(name, x, axis, dim)
+        keep = bool(keepdims if keepdim is None else keepdim)
+        c = _correction(name, correction, unbiased)
+        return op_class.apply(x, axes=axes, keepdims=keep, correction=c)
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = (
+        f"``{name}`` of ``x`` over ``axis`` (all axes when None; an int or a tuple), dividing "
+        f"by ``n - correction`` (``correction=1`` by default, as in PyTorch; "
+        f"``unbiased=True/False`` means 1/0), keeping reduced axes as size 1 if ``keepdims``. "
+        f"PyTorch's ``dim=`` / ``keepdim=`` are accepted as aliases. See "
+        f":class:`{op_class.__name__}` for the gradient."
+    )
+    return tensor_method(wrapper)
+
+
 sum = reduction_wrapper(SumBackward)  # noqa: A001  (pylucid.sum, like numpy.sum and torch.sum)
 mean = reduction_wrapper(MeanBackward)
+prod = reduction_wrapper(ProdBackward)
+max = reduction_wrapper(MaxBackward)  # noqa: A001  (torch.amax semantics: values only)
+min = reduction_wrapper(MinBackward)  # noqa: A001  (torch.amin semantics: values only)
+argmax = _arg_wrapper(ArgmaxBackward)
+argmin = _arg_wrapper(ArgminBackward)
+var = _moment_wrapper(VarBackward)
+std = _moment_wrapper(StdBackward)
+
+
+@tensor_method
+def amax(
+    x: Tensor,
+    axis: int | Sequence[int] | None = None,
+    keepdims: bool = False,
+    *,
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool | None = None,
+) -> Tensor:
+    """:func:`max` under PyTorch's name (``torch.amax``: values only, ties share the
+    gradient); see :class:`MaxBackward`."""
+    return max(x, axis, keepdims, dim=dim, keepdim=keepdim)
+
+
+@tensor_method
+def amin(
+    x: Tensor,
+    axis: int | Sequence[int] | None = None,
+    keepdims: bool = False,
+    *,
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool | None = None,
+) -> Tensor:
+    """:func:`min` under PyTorch's name (``torch.amin``: values only, ties share the
+    gradient); see :class:`MinBackward`."""
+    return min(x, axis, keepdims, dim=dim, keepdim=keepdim)

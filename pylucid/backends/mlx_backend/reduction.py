@@ -1,5 +1,191 @@
-"""MLX primitives of the ``reduction`` op family (being written)."""
+"""MLX primitives of the reduction and softmax families.
+
+Forwards map to ``mlx.core`` reductions; backwards are short compositions of MLX ops on
+the input and the reduced-shape operands (``g``, ``result``), which arrive with the reduced
+axes kept as size 1 so that they broadcast against the input. Every call passes
+``stream=self._stream(dtype)``, so float64 runs on MLX's CPU stream.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pylucid.backends.base import Axes, Shape
+from pylucid.dtypes import DType, float64
 
 
 class MLXReduction:
-    """Primitives of the ``reduction`` family on the mlx backend."""
+    """Primitives of the reduction and softmax families on the mlx backend."""
+
+    # -- reductions -------------------------------------------------------------------------
+    def prod(self, a: Any, axes: Axes, keepdims: bool, dtype: DType) -> Any:
+        return self.mx.prod(
+            self.cast(a, dtype), axis=list(axes), keepdims=keepdims, stream=self._stream(dtype)
+        )
+
+    def prod_backward(self, x: Any, g: Any, axes: Axes, dtype: DType) -> Any:
+        """``g`` times the exclusive prefix times the exclusive suffix product: the product
+        of the other elements, exact with any number of zeros (no division)."""
+        mx, s = self.mx, self._stream(dtype)
+        x, g = self._operands(dtype, x, g)
+        if x.size == 0:
+            return mx.zeros(x.shape, dtype=x.dtype, stream=s)
+        order = [i for i in range(x.ndim) if i not in axes] + list(axes)
+        moved = mx.transpose(x, order, stream=s)
+        rows = mx.reshape(moved, (-1, math.prod(x.shape[i] for i in axes)), stream=s)
+        before = mx.cumprod(rows, axis=1, inclusive=False, stream=s)
+        after = mx.cumprod(rows, axis=1, reverse=True, inclusive=False, stream=s)
+        others = mx.reshape(mx.multiply(before, after, stream=s), moved.shape, stream=s)
+        inverse = sorted(range(x.ndim), key=order.__getitem__)
+        return mx.multiply(mx.transpose(others, inverse, stream=s), g, stream=s)
+
+    def amax(self, a: Any, axes: Axes, keepdims: bool, dtype: DType) -> Any:
+        return self.mx.max(a, axis=list(axes), keepdims=keepdims, stream=self._stream(dtype))
+
+    def amin(self, a: Any, axes: Axes, keepdims: bool, dtype: DType) -> Any:
+        return self.mx.min(a, axis=list(axes), keepdims=keepdims, stream=self._stream(dtype))
+
+    def extremum_backward(self, x: Any, result: Any, g: Any, axes: Axes, dtype: DType) -> Any:
+        """``g`` shared equally by the elements equal to ``result`` (NaN ones if it is NaN)."""
+        mx, s = self.mx, self._stream(dtype)
+        x, result, g = self._operands(dtype, x, result, g)
+        both_nan = mx.logical_and(mx.isnan(x, stream=s), mx.isnan(result, stream=s), stream=s)
+        chosen = mx.logical_or(mx.equal(x, result, stream=s), both_nan, stream=s)
+        count = mx.sum(chosen, axis=list(axes), keepdims=True, stream=s).astype(x.dtype, stream=s)
+        share = mx.divide(g, count, stream=s)
+        return mx.where(chosen, share, mx.zeros_like(x, stream=s), stream=s)
+
+    def argmax(self, a: Any, axis: int | None, keepdims: bool, dtype: DType) -> Any:
+        return self._arg_extremum(self.mx.argmax, a, axis, keepdims, dtype)
+
+    def argmin(self, a: Any, axis: int | None, keepdims: bool, dtype: DType) -> Any:
+        return self._arg_extremum(self.mx.argmin, a, axis, keepdims, dtype)
+
+    def _arg_extremum(self, fn: Any, a: Any, axis: int | None, keepdims: bool, dtype: DType) -> Any:
+        mx, s = self.mx, self._stream(dtype)
+        if a.size == 0:  # MLX refuses even when the reduced axis itself is not empty
+            return mx.zeros(_reduced_shape(a.shape, (axis,), keepdims), dtype=mx.int64)
+        index = fn(a, axis=axis, keepdims=keepdims, stream=s)
+        return index.astype(mx.int64, stream=s)  # MLX gives uint32
+
+    def var(self, a: Any, axes: Axes, keepdims: bool, correction: float, dtype: DType) -> Any:
+        """``sum((a - mean)**2) / max(0, n - correction)``, two-pass."""
+        mx, s = self.mx, self._stream(dtype)
+        a = self.cast(a, dtype)
+        divisor = max(0.0, math.prod(a.shape[i] for i in axes) - correction)
+        centered = mx.subtract(a, mx.mean(a, axis=list(axes), keepdims=True, stream=s), stream=s)
+        squares = mx.sum(
+            mx.square(centered, stream=s), axis=list(axes), keepdims=keepdims, stream=s
+        )
+        return mx.divide(squares, mx.array(divisor, dtype=a.dtype), stream=s)
+
+    def std(self, a: Any, axes: Axes, keepdims: bool, correction: float, dtype: DType) -> Any:
+        return self.mx.sqrt(
+            self.var(a, axes, keepdims, correction, dtype), stream=self._stream(dtype)
+        )
+
+    def var_backward(self, x: Any, g: Any, axes: Axes, correction: float, dtype: DType) -> Any:
+        """``2 g (x - mean) / (n - correction)``."""
+        mx, s = self.mx, self._stream(dtype)
+        x, g = self._operands(dtype, x, g)
+        divisor = max(0.0, math.prod(x.shape[i] for i in axes) - correction)
+        k = mx.divide(mx.multiply(g, 2.0, stream=s), mx.array(divisor, dtype=x.dtype), stream=s)
+        return self._centered(x, k, axes, dtype)
+
+    def std_backward(
+        self, x: Any, result: Any, g: Any, axes: Axes, correction: float, dtype: DType
+    ) -> Any:
+        """``g (x - mean) / ((n - correction) std)``, 0 where std = 0."""
+        mx, s = self.mx, self._stream(dtype)
+        x, result, g = self._operands(dtype, x, result, g)
+        divisor = max(0.0, math.prod(x.shape[i] for i in axes) - correction)
+        k = mx.divide(g, mx.multiply(result, divisor, stream=s), stream=s)
+        k = mx.where(mx.equal(result, 0, stream=s), mx.zeros_like(k, stream=s), k, stream=s)
+        return self._centered(x, k, axes, dtype)
+
+    def _centered(self, x: Any, k: Any, axes: Axes, dtype: DType) -> Any:
+        mx, s = self.mx, self._stream(dtype)
+        mean = mx.mean(x, axis=list(axes), keepdims=True, stream=s)
+        return mx.multiply(k, mx.subtract(x, mean, stream=s), stream=s)
+
+    # -- softmax family ---------------------------------------------------------------------
+    # MLX's float64 ``exp`` (and so its float64 ``softmax`` and ``logsumexp``) is accurate
+    # only to about 5e-7 relative on its CPU stream (mlx 0.32), while ``power`` is accurate
+    # to a few ULP: float64 work uses ``e ** x`` (relative error 4e-14 at |x| = 700) and
+    # max-shifted compositions; float32 keeps MLX's fused kernels.
+    def _exp(self, x: Any, dtype: DType) -> Any:
+        mx, s = self.mx, self._stream(dtype)
+        if dtype is float64:
+            return mx.power(mx.array(math.e, dtype=mx.float64), x, stream=s)
+        return mx.exp(x, stream=s)
+
+    def logsumexp(self, a: Any, axes: Axes, keepdims: bool, dtype: DType) -> Any:
+        """``s + log(sum(exp(a - s)))`` with ``s`` the max, or 0 where the max is ±inf (-inf
+        rows give -inf, +inf rows +inf); -inf for no elements."""
+        mx, s = self.mx, self._stream(dtype)
+        a = self.cast(a, dtype)
+        if a.size == 0:  # mx.logsumexp refuses empty arrays; log of an empty sum is -inf
+            return mx.full(_reduced_shape(a.shape, axes, keepdims), -math.inf, a.dtype, stream=s)
+        if dtype is not float64:
+            return mx.logsumexp(a, axis=list(axes), keepdims=keepdims, stream=s)
+        m = mx.max(a, axis=list(axes), keepdims=True, stream=s)
+        shift = mx.where(mx.isinf(m, stream=s), mx.zeros_like(m, stream=s), m, stream=s)
+        shifted = mx.subtract(a, shift, stream=s)
+        total = mx.sum(self._exp(shifted, dtype), axis=list(axes), keepdims=True, stream=s)
+        result = mx.add(mx.log(total, stream=s), shift, stream=s)
+        return result if keepdims else mx.squeeze(result, axis=list(axes), stream=s)
+
+    def logsumexp_backward(self, x: Any, result: Any, g: Any, axes: Axes, dtype: DType) -> Any:
+        """``g exp(x - result)``."""
+        mx, s = self.mx, self._stream(dtype)
+        x, result, g = self._operands(dtype, x, result, g)
+        return mx.multiply(g, self._exp(mx.subtract(x, result, stream=s), dtype), stream=s)
+
+    def softmax(self, a: Any, axes: Axes, dtype: DType) -> Any:
+        """``exp(a - m) / sum(exp(a - m))`` with ``m`` the max (MLX's kernel in float32)."""
+        mx, s = self.mx, self._stream(dtype)
+        a = self.cast(a, dtype)
+        if not axes:  # a 0-d tensor: the softmax of its one element, as a 1-element axis
+            one = self.softmax(mx.reshape(a, (1,), stream=s), (0,), dtype)
+            return mx.reshape(one, (), stream=s)
+        if a.size == 0:
+            return a
+        if dtype is not float64:
+            return mx.softmax(a, axis=list(axes), stream=s)
+        m = mx.max(a, axis=list(axes), keepdims=True, stream=s)
+        e = self._exp(mx.subtract(a, m, stream=s), dtype)
+        return mx.divide(e, mx.sum(e, axis=list(axes), keepdims=True, stream=s), stream=s)
+
+    def log_softmax(self, a: Any, axes: Axes, dtype: DType) -> Any:
+        """``(a - m) - log(sum(exp(a - m)))`` with ``m`` the max."""
+        mx, s = self.mx, self._stream(dtype)
+        a = self.cast(a, dtype)
+        if not axes:  # a 0-d tensor, as a 1-element axis
+            one = self.log_softmax(mx.reshape(a, (1,), stream=s), (0,), dtype)
+            return mx.reshape(one, (), stream=s)
+        if a.size == 0:
+            return a
+        shifted = mx.subtract(a, mx.max(a, axis=list(axes), keepdims=True, stream=s), stream=s)
+        total = mx.sum(self._exp(shifted, dtype), axis=list(axes), keepdims=True, stream=s)
+        return mx.subtract(shifted, mx.log(total, stream=s), stream=s)
+
+    def softmax_backward(self, y: Any, g: Any, axes: Axes, dtype: DType) -> Any:
+        """``y (g - sum(g y))``."""
+        mx, s = self.mx, self._stream(dtype)
+        y, g = self._operands(dtype, y, g)
+        dot = mx.sum(mx.multiply(g, y, stream=s), axis=list(axes), keepdims=True, stream=s)
+        return mx.multiply(y, mx.subtract(g, dot, stream=s), stream=s)
+
+    def log_softmax_backward(self, y: Any, g: Any, axes: Axes, dtype: DType) -> Any:
+        """``g - exp(y) sum(g)``."""
+        mx, s = self.mx, self._stream(dtype)
+        y, g = self._operands(dtype, y, g)
+        total = mx.sum(g, axis=list(axes), keepdims=True, stream=s)
+        return mx.subtract(g, mx.multiply(self._exp(y, dtype), total, stream=s), stream=s)
+
+
+def _reduced_shape(shape: Shape, axes: Axes, keepdims: bool) -> Shape:
+    if keepdims:
+        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes)

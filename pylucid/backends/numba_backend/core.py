@@ -120,7 +120,9 @@ class NumbaCore:
     # -- reductions and shape ---------------------------------------------------------------
     def sum(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
         # NumPy's pairwise summation: error O(log n) ulp rather than O(n) for a plain loop.
-        return np.asarray(np.sum(a, axis=axes, keepdims=keepdims, dtype=dtype.numpy))
+        # Overflow to inf is the IEEE answer, not a warning.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.asarray(np.sum(a, axis=axes, keepdims=keepdims, dtype=dtype.numpy))
 
     def broadcast_to(self, a: np.ndarray, shape: Shape) -> np.ndarray:
         return np.broadcast_to(a, shape)

@@ -1,5 +1,200 @@
-"""Numba primitives of the ``reduction`` op family (being written)."""
+"""Numba primitives of the reduction and softmax families.
+
+Forward reductions that NumPy already does well (``prod``, ``amax``, ``amin``, ``argmax``,
+``argmin``) call NumPy. The others, and every backward, run the kernels of
+:mod:`pylucid.kernels.reduction` on a ``(rows, n)`` layout: the reduced axes are moved last
+(a copy only when they are not already last) and each row is one reduced slice; results
+come back as views in the input's axis order. Per-row operands (``g``, ``result``) arrive
+with the reduced axes kept as size 1, so their flat order is the row order. softmax and
+log_softmax along an axis that is not last run down the columns of ``(outer, n, inner)``
+slabs instead, so that they never transpose."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pylucid.backends.base import Axes, Shape
+from pylucid.dtypes import DType
+from pylucid.kernels import reduction as kernels
+
+_SOFTMAX = kernels.row_map(kernels.softmax_row)
+_LOG_SOFTMAX = kernels.row_map(kernels.log_softmax_row)
+_LOGSUMEXP = kernels.row_reduce(kernels.logsumexp_row)
+_SOFTMAX_GRAD = kernels.row_map(kernels.softmax_backward_row, arity=2)
+_LOG_SOFTMAX_GRAD = kernels.row_map(kernels.log_softmax_backward_row, arity=2)
+_SOFTMAX_COLS = kernels.row_map(kernels.softmax_cols)
+_LOG_SOFTMAX_COLS = kernels.row_map(kernels.log_softmax_cols)
+_SOFTMAX_GRAD_COLS = kernels.row_map(kernels.softmax_backward_cols, arity=2)
+_LOG_SOFTMAX_GRAD_COLS = kernels.row_map(kernels.log_softmax_backward_cols, arity=2)
+_LOGSUMEXP_GRAD = kernels.row_map(kernels.logsumexp_backward_row, arity=3)
+_PROD_GRAD = kernels.row_map(kernels.prod_backward_row, arity=2)
+_EXTREMUM_GRAD = kernels.row_map(kernels.extremum_backward_row, arity=3)
+_VAR = kernels.row_reduce(kernels.var_row, arity=2)
+_VAR_GRAD = kernels.row_map(kernels.var_backward_row, arity=2)
+
+
+def _order(ndim: int, axes: Axes) -> list[int]:
+    """The axis permutation that moves ``axes`` last, keeping the others in order."""
+    return [i for i in range(ndim) if i not in axes] + list(axes)
+
+
+def _rows(a: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
+    """``a`` as a C-contiguous ``(rows, n)`` array of ``dtype``, one reduced slice a row."""
+    n = math.prod(a.shape[i] for i in axes)
+    rows = math.prod(a.shape[i] for i in range(a.ndim) if i not in axes)
+    moved = a.astype(dtype.numpy, copy=False).transpose(_order(a.ndim, axes))
+    return np.ascontiguousarray(moved).reshape(rows, n)
+
+
+def _per_row(v: np.ndarray, dtype: DType) -> np.ndarray:
+    """A reduced-shape operand (``g``, ``result``) as a contiguous ``(rows,)`` array."""
+    return np.ascontiguousarray(v, dtype=dtype.numpy).reshape(-1)
+
+
+def _unrows(out: np.ndarray, shape: Shape, axes: Axes) -> np.ndarray:
+    """Undo :func:`_rows`: a ``(rows, n)`` result back in ``shape``'s axis order (a view)."""
+    order = _order(len(shape), axes)
+    return out.reshape([shape[i] for i in order]).transpose(np.argsort(order))
 
 
 class NumbaReduction:
-    """Primitives of the ``reduction`` family on the numba backend."""
+    """Primitives of the reduction and softmax families on the numba backend."""
+
+    # -- reductions -------------------------------------------------------------------------
+    def prod(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):  # inf or nan, as the math says
+            return np.asarray(np.prod(a, axis=axes, keepdims=keepdims, dtype=dtype.numpy))
+
+    def prod_backward(self, x: np.ndarray, g: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
+        """``g`` times the product of the other elements of each reduced slice."""
+        rows = _rows(x, axes, dtype)
+        out = _PROD_GRAD(rows, _per_row(g, dtype), out=np.empty_like(rows))
+        return _unrows(out, x.shape, axes)
+
+    def amax(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
+        return np.asarray(np.max(a, axis=axes, keepdims=keepdims))
+
+    def amin(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
+        return np.asarray(np.min(a, axis=axes, keepdims=keepdims))
+
+    def extremum_backward(
+        self, x: np.ndarray, result: np.ndarray, g: np.ndarray, axes: Axes, dtype: DType
+    ) -> np.ndarray:
+        """``g`` shared equally by the elements equal to ``result`` (NaN ones if it is NaN)."""
+        rows = _rows(x, axes, dtype)
+        out = _EXTREMUM_GRAD(
+            rows, _per_row(result, dtype), _per_row(g, dtype), out=np.empty_like(rows)
+        )
+        return _unrows(out, x.shape, axes)
+
+    def argmax(self, a: np.ndarray, axis: int | None, keepdims: bool, dtype: DType) -> np.ndarray:
+        return np.asarray(np.argmax(a, axis=axis, keepdims=keepdims), dtype=np.int64)
+
+    def argmin(self, a: np.ndarray, axis: int | None, keepdims: bool, dtype: DType) -> np.ndarray:
+        return np.asarray(np.argmin(a, axis=axis, keepdims=keepdims), dtype=np.int64)
+
+    def var(
+        self, a: np.ndarray, axes: Axes, keepdims: bool, correction: float, dtype: DType
+    ) -> np.ndarray:
+        rows = _rows(a, axes, dtype)
+        out = _VAR(rows, np.float64(correction), out=np.empty(rows.shape[0], dtype.numpy))
+        return out.reshape(_reduced_shape(a.shape, axes, keepdims))
+
+    def std(
+        self, a: np.ndarray, axes: Axes, keepdims: bool, correction: float, dtype: DType
+    ) -> np.ndarray:
+        variance = self.var(a, axes, keepdims, correction, dtype)  # >= 0 or nan: no warning
+        return np.sqrt(variance, out=variance)
+
+    def var_backward(
+        self, x: np.ndarray, g: np.ndarray, axes: Axes, correction: float, dtype: DType
+    ) -> np.ndarray:
+        """``2 g (x - mean) / (n - correction)``."""
+        divisor = max(0.0, math.prod(x.shape[i] for i in axes) - correction)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = _per_row(g, dtype) * (2.0 / divisor if divisor else np.inf)
+        return self._centered(x, k, axes, dtype)
+
+    def std_backward(
+        self,
+        x: np.ndarray,
+        result: np.ndarray,
+        g: np.ndarray,
+        axes: Axes,
+        correction: float,
+        dtype: DType,
+    ) -> np.ndarray:
+        """``g (x - mean) / ((n - correction) std)``, 0 where std = 0."""
+        divisor = max(0.0, math.prod(x.shape[i] for i in axes) - correction)
+        std = _per_row(result, dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = np.where(std == 0, 0, _per_row(g, dtype) / (std * divisor)).astype(dtype.numpy)
+        return self._centered(x, k, axes, dtype)
+
+    def _centered(self, x: np.ndarray, k: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
+        rows = _rows(x, axes, dtype)
+        out = _VAR_GRAD(rows, k, out=np.empty_like(rows))
+        return _unrows(out, x.shape, axes)
+
+    # -- softmax family ---------------------------------------------------------------------
+    def logsumexp(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
+        rows = _rows(a, axes, dtype)
+        out = _LOGSUMEXP(rows, out=np.empty(rows.shape[0], dtype.numpy))
+        return out.reshape(_reduced_shape(a.shape, axes, keepdims))
+
+    def logsumexp_backward(
+        self, x: np.ndarray, result: np.ndarray, g: np.ndarray, axes: Axes, dtype: DType
+    ) -> np.ndarray:
+        """``g exp(x - result)``."""
+        rows = _rows(x, axes, dtype)
+        out = _LOGSUMEXP_GRAD(
+            rows, _per_row(result, dtype), _per_row(g, dtype), out=np.empty_like(rows)
+        )
+        return _unrows(out, x.shape, axes)
+
+    def softmax(self, a: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
+        return self._along(_SOFTMAX, _SOFTMAX_COLS, (a,), axes, dtype)
+
+    def log_softmax(self, a: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
+        return self._along(_LOG_SOFTMAX, _LOG_SOFTMAX_COLS, (a,), axes, dtype)
+
+    def softmax_backward(
+        self, y: np.ndarray, g: np.ndarray, axes: Axes, dtype: DType
+    ) -> np.ndarray:
+        """``y (g - sum(g y))``, fused."""
+        return self._along(_SOFTMAX_GRAD, _SOFTMAX_GRAD_COLS, (y, g), axes, dtype)
+
+    def log_softmax_backward(
+        self, y: np.ndarray, g: np.ndarray, axes: Axes, dtype: DType
+    ) -> np.ndarray:
+        """``g - exp(y) sum(g)``, fused."""
+        return self._along(_LOG_SOFTMAX_GRAD, _LOG_SOFTMAX_GRAD_COLS, (y, g), axes, dtype)
+
+    def _along(
+        self,
+        rows_kernel: kernels.RowKernel,
+        cols_kernel: kernels.RowKernel,
+        operands: tuple[np.ndarray, ...],
+        axes: Axes,
+        dtype: DType,
+    ) -> np.ndarray:
+        """Run a softmax-family kernel along the one axis in ``axes`` (none for 0-d): on
+        rows when the axis is last (or only size-1 axes follow it), else down the columns
+        of ``(outer, n, inner)`` slabs, so that no operand is transposed."""
+        shape = operands[0].shape
+        inner = math.prod(shape[axes[0] + 1 :]) if axes else 1
+        if inner > 1:
+            slabs = (math.prod(shape[: axes[0]]), shape[axes[0]], inner)
+            args = [np.ascontiguousarray(v, dtype.numpy).reshape(slabs) for v in operands]
+            return cols_kernel(*args, out=np.empty(slabs, dtype.numpy)).reshape(shape)
+        args = [_rows(v, axes, dtype) for v in operands]
+        out = rows_kernel(*args, out=np.empty_like(args[0]))
+        return _unrows(out, shape, axes)
+
+
+def _reduced_shape(shape: Shape, axes: Axes, keepdims: bool) -> Shape:
+    if keepdims:
+        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes)

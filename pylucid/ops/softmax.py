@@ -1,3 +1,0 @@
-"""Op family ``softmax`` (being written)."""
-
-__all__: list[str] = []

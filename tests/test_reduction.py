@@ -1,0 +1,396 @@
+"""Reductions and the softmax family: edge cases the op records do not reach.
+
+The records in :mod:`pylucid.opinfo.reduction` cover forward accuracy and gradchecks on
+ordinary inputs; here are zeros in prod, ties and NaN in max/min, empty axes, small counts
+in var, 0-d inputs, infinite and huge inputs to the softmax family, any axis and
+non-contiguous inputs, and the parallel row kernels.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pylucid as pl
+from pylucid.kernels.loops import PARALLEL_THRESHOLD
+from pylucid.ops import AmpPolicy
+
+FORCE, KEEP = AmpPolicy.FORCE_FP32, AmpPolicy.KEEP_INPUT
+
+
+def grad_of(fn, x_np: np.ndarray, device: str, dtype=pl.float64, g=None) -> np.ndarray:
+    """The gradient of ``fn`` at ``x_np`` (seeded with ones, or ``g``)."""
+    x = pl.tensor(x_np, dtype=dtype, device=device, requires_grad=True)
+    y = fn(x)
+    seed = np.ones(y.shape) if g is None else g
+    y.backward(pl.tensor(seed, dtype=dtype, device=device))
+    return x.grad.numpy()
+
+
+@pytest.fixture(autouse=True)
+def _warnings_are_errors():
+    """No op of the family may emit a RuntimeWarning (overflow, divide, invalid value)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
+
+
+@pytest.mark.parametrize(
+    ("name", "amp", "saved", "real_valued", "differentiable"),
+    [
+        ("sum", FORCE, (), False, True),
+        ("mean", KEEP, (), True, True),
+        ("prod", FORCE, ("x",), False, True),
+        ("max", KEEP, ("x", "result"), False, True),
+        ("min", KEEP, ("x", "result"), False, True),
+        ("argmax", KEEP, (), False, False),
+        ("argmin", KEEP, (), False, False),
+        ("var", KEEP, ("x",), True, True),
+        ("std", KEEP, ("x", "result"), True, True),
+        ("logsumexp", FORCE, ("x", "result"), True, True),
+        ("softmax", FORCE, ("result",), True, True),
+        ("log_softmax", FORCE, ("result",), True, True),
+    ],
+)
+def test_schemas(name, amp, saved, real_valued, differentiable) -> None:
+    schema = pl.ops.get_schema(name)
+    assert schema.amp_policy is amp
+    assert schema.saved == saved
+    assert schema.real_valued is real_valued
+    assert schema.differentiable is differentiable
+
+
+# -- prod -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "x",
+    [
+        [[2.0, 3.0, 4.0], [1.0, -5.0, 0.5]],  # no zero
+        [[2.0, 0.0, 4.0], [1.0, -5.0, 0.5]],  # one zero: only it gets a gradient
+        [[0.0, 3.0, 0.0], [0.0, -5.0, 0.0]],  # several zeros: every gradient is 0
+        [[-0.0, 3.0, 7.0], [6.0, 0.0, -2.0]],  # signed zeros
+    ],
+    ids=["none", "one", "several", "signed"],
+)
+def test_prod_gradient_is_the_product_of_the_others(device: str, x: list) -> None:
+    x_np = np.array(x)
+    others = np.array([[np.prod(np.delete(row, j)) for j in range(row.size)] for row in x_np])
+    # Small integers and halves: every partial product is exact, so equality is exact.
+    np.testing.assert_array_equal(grad_of(lambda t: pl.prod(t, axis=1), x_np, device), others)
+    np.testing.assert_array_equal(
+        grad_of(lambda t: t.prod(), x_np, device),
+        np.array([np.prod(np.delete(x_np, j)) for j in range(x_np.size)]).reshape(2, 3),
+    )
+
+
+def test_prod_overflow_gives_inf_without_warning(device: str) -> None:
+    x = pl.tensor([[1e30, 1e30, -1.0], [np.inf, 0.0, 1.0]], device=device)
+    y = pl.prod(x, axis=1).numpy()
+    assert y[0] == -np.inf and np.isnan(y[1])
+
+
+def test_prod_of_integers_is_int64(device: str) -> None:
+    y = pl.prod(pl.tensor([[1, 2, 3], [4, 5, 6]], device=device), axis=1)
+    assert y.dtype is pl.int64
+    assert y.tolist() == [6, 120]
+
+
+# -- max / min ------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_ties_share_the_gradient(device: str, op: str) -> None:
+    sign = 1.0 if op == "max" else -1.0
+    x_np = sign * np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
+    fn = getattr(pl, op)
+    np.testing.assert_allclose(
+        grad_of(lambda t: fn(t, axis=1), x_np, device, g=np.array([6.0, 3.0])),
+        [[0.0, 3.0, 3.0], [1.0, 1.0, 1.0]],
+        rtol=1e-15,
+    )
+    np.testing.assert_allclose(
+        grad_of(lambda t: fn(t), x_np, device), [[0, 0.5, 0.5], [0, 0, 0]], rtol=1e-15
+    )
+
+
+@pytest.mark.parametrize("op", ["max", "min", "amax", "amin"])
+def test_nan_propagates_and_takes_the_gradient(device: str, op: str) -> None:
+    x_np = np.array([[1.0, np.nan, 3.0, np.nan], [1.0, 2.0, 3.0, 4.0]])
+    y = getattr(pl, op)(pl.tensor(x_np, device=device), dim=1).numpy()
+    assert np.isnan(y[0])
+    assert y[1] == (4.0 if op.endswith("max") else 1.0)
+    grad = grad_of(lambda t: getattr(t, op)(1), x_np, device)
+    expected_row_1 = [0, 0, 0, 1] if op.endswith("max") else [1, 0, 0, 0]
+    np.testing.assert_array_equal(grad, [[0, 0.5, 0, 0.5], expected_row_1])
+
+
+def test_max_keeps_integer_dtypes(device: str) -> None:
+    y = pl.max(pl.tensor([[3, -7], [1, 2]], device=device), axis=0)
+    assert y.dtype is pl.int64 and y.tolist() == [3, 2]
+    assert pl.min(pl.tensor([[3, -7], [1, 2]], device=device)).item() == -7
+
+
+# -- argmax / argmin ------------------------------------------------------------------------
+def test_argmax_argmin(device: str) -> None:
+    x = pl.tensor([[1.0, 5.0, 5.0], [7.0, 0.0, 7.0]], device=device, requires_grad=True)
+    y = pl.argmax(x, dim=1)
+    assert y.dtype is pl.int64 and y.grad_fn is None
+    assert y.tolist() == [1, 0]  # the first of tied maxima
+    assert pl.argmin(x, 0).tolist() == [0, 1, 0]
+    assert x.argmax().item() == 3  # of the flattened tensor
+    assert pl.argmax(x, keepdims=True).shape == (1, 1)
+    assert pl.argmin(x, axis=-1, keepdim=True).tolist() == [[0], [1]]
+    nan = pl.tensor([1.0, np.nan, 3.0, np.nan], device=device)
+    assert pl.argmax(nan).item() == 1 and pl.argmin(nan).item() == 1  # NaN wins both
+    assert pl.argmax(pl.tensor(4.0, device=device)).item() == 0
+    with pytest.raises(TypeError, match=r"argmax: axis must be one int"):
+        pl.argmax(x, axis=(0, 1))
+
+
+# -- empty reductions -----------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["max", "min", "argmax", "argmin"])
+def test_no_identity_over_an_empty_axis_raises(device: str, op: str) -> None:
+    x = pl.zeros((2, 0), device=device)
+    with pytest.raises(ValueError, match=rf"^{op}: cannot reduce over axis 1.*\(2, 0\)"):
+        getattr(pl, op)(x)
+    with pytest.raises(ValueError, match=rf"^{op}: cannot reduce over axis 1"):
+        getattr(pl, op)(x, axis=1)
+    assert getattr(pl, op)(x, axis=0).shape == (0,)  # reducing a non-empty axis is fine
+
+
+@pytest.mark.parametrize("dtype", [pl.float32, pl.float64])
+def test_empty_reductions_with_an_identity(device: str, dtype: pl.DType) -> None:
+    x = pl.zeros((2, 0), dtype=dtype, device=device, requires_grad=True)
+    assert pl.sum(x, axis=1).tolist() == [0.0, 0.0]
+    assert pl.prod(x, axis=1).tolist() == [1.0, 1.0]
+    assert pl.prod(x).item() == 1.0
+    assert pl.logsumexp(x, axis=1).tolist() == [-np.inf, -np.inf]
+    assert pl.logsumexp(x, axis=0, keepdims=True).shape == (1, 0)
+    assert np.isnan(pl.mean(x, axis=1).numpy()).all()
+    assert np.isnan(pl.var(x, axis=1).numpy()).all()
+    assert pl.softmax(x, axis=1).shape == (2, 0)
+    assert pl.log_softmax(x, axis=0).shape == (2, 0)
+    pl.prod(x, axis=1).sum().backward()
+    assert x.grad.shape == (2, 0)
+
+
+# -- var / std ------------------------------------------------------------------------------
+def test_var_std_correction(device: str, rng: np.random.Generator) -> None:
+    x_np = rng.uniform(-3, 3, size=(4, 5))
+    x = pl.tensor(x_np, dtype=pl.float64, device=device)
+    for kwargs, ddof in [
+        ({}, 1),
+        ({"correction": 0}, 0),
+        ({"unbiased": False}, 0),
+        ({"correction": 2.5}, 2.5),
+        ({"unbiased": True}, 1),
+    ]:
+        # float64 two-pass against NumPy's two-pass: a few ULP.
+        np.testing.assert_allclose(
+            pl.var(x, 1, **kwargs).numpy(), np.var(x_np, 1, ddof=ddof), rtol=1e-14
+        )
+        np.testing.assert_allclose(
+            x.std(dim=0, keepdim=True, **kwargs).numpy(),
+            np.std(x_np, 0, ddof=ddof, keepdims=True),
+            rtol=1e-14,
+        )
+    with pytest.raises(TypeError, match="var: pass correction= or unbiased=, not both"):
+        pl.var(x, correction=1, unbiased=True)
+    with pytest.raises(ValueError, match="std: correction must be finite and >= 0"):
+        pl.std(x, correction=-1)
+
+
+def test_var_with_too_few_elements(device: str) -> None:
+    """n <= correction divides by 0: inf, or nan for a constant slice (PyTorch's values)."""
+    one = pl.tensor([[2.0]], device=device)
+    assert np.isnan(pl.var(one).item()) and np.isnan(pl.std(one, 1).item())
+    assert pl.var(one, correction=0).item() == 0.0
+    two = pl.tensor([1.0, 3.0], device=device)
+    assert pl.var(two, correction=2).item() == np.inf
+    assert pl.std(two, correction=5).item() == np.inf
+
+
+def test_std_of_a_constant_has_zero_gradient(device: str) -> None:
+    np.testing.assert_array_equal(
+        grad_of(lambda t: pl.std(t, axis=1), np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 3.0]]), device),
+        [[0, 0, 0], [-0.5, 0, 0.5]],
+    )
+
+
+def test_var_of_integers_is_float32(device: str) -> None:
+    y = pl.var(pl.tensor([1, 2, 3, 4], device=device))
+    assert y.dtype is pl.float32
+    assert y.item() == pytest.approx(5.0 / 3.0, rel=1e-7)
+
+
+# -- 0-d inputs -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("op", "value", "gradient"),
+    [
+        (pl.sum, 2.5, 1.0),
+        (pl.prod, 2.5, 1.0),
+        (pl.max, 2.5, 1.0),
+        (pl.min, 2.5, 1.0),
+        (lambda t: pl.var(t, correction=0), 0.0, 0.0),
+        (pl.logsumexp, 2.5, 1.0),
+        (pl.softmax, 1.0, 0.0),
+        (lambda t: pl.log_softmax(t, dim=0), 0.0, 0.0),
+    ],
+    ids=["sum", "prod", "max", "min", "var", "logsumexp", "softmax", "log_softmax"],
+)
+def test_zero_d_inputs(device: str, op, value: float, gradient: float) -> None:
+    x = pl.tensor(2.5, dtype=pl.float64, device=device, requires_grad=True)
+    y = op(x)
+    assert y.shape == () and y.item() == value
+    y.backward()
+    assert x.grad.item() == gradient
+
+
+# -- the softmax family ---------------------------------------------------------------------
+def _softmax64(x: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", [pl.float32, pl.float64])
+def test_softmax_family_on_huge_inputs(device: str, dtype: pl.DType) -> None:
+    x_np = np.array([[1e4, -1e4, 0.0], [-1e4, -1e4, -1e4], [1e4, 1e4, 0.0], [0.0, -np.inf, 1.0]])
+    x = pl.tensor(x_np, dtype=dtype, device=device, requires_grad=True)
+    third, half = 1.0 / 3.0, 0.5
+    y = pl.softmax(x, axis=1)
+    # float32: 1 ULP of 1/3 is 3e-8; exp of float32 x - max near 1 is within 1 ULP.
+    np.testing.assert_allclose(
+        y.numpy(),
+        [[1, 0, 0], [third] * 3, [half, half, 0], [1 / (1 + np.e), 0, np.e / (1 + np.e)]],
+        rtol=2e-7,
+        atol=0,
+    )
+    log_y = pl.log_softmax(x, dim=-1).numpy()
+    np.testing.assert_allclose(
+        log_y,
+        [
+            [0, -2e4, -1e4],
+            [-np.log(3)] * 3,
+            [-np.log(2), -np.log(2), -1e4 - np.log(2)],
+            [-np.log1p(np.e), -np.inf, 1 - np.log1p(np.e)],
+        ],
+        rtol=2e-7,
+    )
+    lse = pl.logsumexp(x, axis=1).numpy()
+    np.testing.assert_allclose(
+        lse, [1e4, -1e4 + np.log(3), 1e4 + np.log(2), np.log1p(np.e)], rtol=2e-7
+    )
+    (y * y).sum().backward()  # gradients stay finite
+    assert np.isfinite(x.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("dtype", [pl.float32, pl.float64])
+def test_logsumexp_of_infinite_and_nan_slices(device: str, dtype: pl.DType) -> None:
+    inf, nan = np.inf, np.nan
+    x = pl.tensor([[-inf, -inf], [inf, 1.0], [-inf, 0.0], [nan, 1.0]], dtype=dtype, device=device)
+    y = pl.logsumexp(x, dim=1).numpy()
+    assert y[0] == -inf and y[1] == inf and y[2] == 0.0 and np.isnan(y[3])
+    s = pl.softmax(x, axis=1).numpy()
+    assert np.isnan(s[0]).all() and np.isnan(s[1]).all() and np.isnan(s[3]).all()
+    assert s[2].tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_softmax_any_axis_on_non_contiguous_input(
+    device: str, axis: int, rng: np.random.Generator
+) -> None:
+    base = rng.uniform(-20, 20, size=(5, 6, 7))
+    view = base.transpose(2, 0, 1)[:, ::2]  # shape (7, 3, 6), non-contiguous
+    g = rng.standard_normal(view.shape)
+    x = pl.from_numpy(view).to(device)
+    y_ref = _softmax64(view, axis)
+    # float64: a few ULP from the max shift, exp and the float64 row sum.
+    np.testing.assert_allclose(pl.softmax(x, axis).numpy(), y_ref, rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(
+        pl.log_softmax(x, dim=axis).numpy(), np.log(y_ref), rtol=1e-13, atol=1e-13
+    )
+    # Fused backwards against their closed forms, evaluated in float64 NumPy.
+    np.testing.assert_allclose(
+        grad_of(lambda t: pl.softmax(t, axis), view, device, g=g),
+        y_ref * (g - (g * y_ref).sum(axis, keepdims=True)),
+        rtol=1e-12,
+        atol=1e-15,
+    )
+    np.testing.assert_allclose(
+        grad_of(lambda t: pl.log_softmax(t, axis), view, device, g=g),
+        g - y_ref * g.sum(axis, keepdims=True),
+        rtol=1e-12,
+        atol=1e-13,
+    )
+
+
+@pytest.mark.parametrize(
+    "shape_axis", [((300, 257), 1), ((257, 300), 0), ((64, 40, 30), 1), ((4, 40, 500), (0, 2))]
+)
+def test_large_inputs_take_the_parallel_rows(
+    device: str, shape_axis: tuple, rng: np.random.Generator
+) -> None:
+    shape, axis = shape_axis
+    assert np.prod(shape) >= PARALLEL_THRESHOLD
+    x_np = rng.uniform(-30, 30, size=shape).astype(np.float32)
+    x64 = x_np.astype(np.float64)
+    x = pl.tensor(x_np, device=device)
+    # float32 outputs of float64-accumulated rows: rounding of x - max (5e-7 relative of
+    # exp at |x - max| <= 60) dominates; 2e-6 leaves a factor 4.
+    if isinstance(axis, int):
+        y = pl.softmax(x, axis).numpy()
+        np.testing.assert_allclose(y, _softmax64(x64, axis), rtol=2e-5, atol=1e-30)
+        np.testing.assert_allclose(y.sum(axis), 1.0, rtol=2e-6)
+    m = x64.max(axis=axis, keepdims=True)
+    lse = np.squeeze(m + np.log(np.exp(x64 - m).sum(axis=axis, keepdims=True)), axis=axis)
+    np.testing.assert_allclose(pl.logsumexp(x, axis).numpy(), lse, rtol=2e-6)
+    np.testing.assert_allclose(pl.var(x, axis).numpy(), np.var(x64, axis, ddof=1), rtol=2e-6)
+    np.testing.assert_array_equal(pl.max(x, axis).numpy(), x_np.max(axis))
+
+
+def test_softmax_axis_errors(device: str) -> None:
+    x = pl.zeros((2, 3), device=device)
+    with pytest.raises(ValueError, match=r"softmax: axis 2 is out of range"):
+        pl.softmax(x, 2)
+    with pytest.raises(TypeError, match=r"log_softmax: axis must be one int"):
+        pl.log_softmax(x, (0, 1))
+    with pytest.raises(TypeError, match=r"softmax: pass axis= or its alias dim=, not both"):
+        pl.softmax(x, 0, dim=1)
+    with pytest.raises(ValueError, match=r"softmax: axis 1 is out of range for a 0-d"):
+        pl.softmax(pl.tensor(1.0, device=device), 1)
+    with pytest.raises(ValueError, match=r"logsumexp: axis -3 is out of range"):
+        pl.logsumexp(x, -3)
+
+
+def test_softmax_of_integers_is_float32(device: str) -> None:
+    y = pl.softmax(pl.tensor([0, 0, 0, 0], device=device))
+    assert y.dtype is pl.float32 and y.tolist() == [0.25] * 4
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda t: pl.prod(t, axis=0),
+        lambda t: pl.max(t, axis=(0, 2)),
+        lambda t: pl.var(t, axis=1, correction=0),
+        lambda t: pl.std(t, axis=2),
+        lambda t: pl.logsumexp(t, axis=1, keepdims=True),
+        lambda t: pl.softmax(t, 1),
+        lambda t: pl.log_softmax(t, 0),
+    ],
+    ids=["prod", "max", "var", "std", "logsumexp", "softmax", "log_softmax"],
+)
+@pytest.mark.skipif("mlx" not in pl.backends.available(), reason="needs both backends")
+def test_backends_agree_in_float32(op, rng: np.random.Generator) -> None:
+    x_np = rng.uniform(-2, 2, size=(6, 5, 9)).astype(np.float32)
+    g = None
+    results = []
+    for device in ("cpu", "gpu"):
+        x = pl.tensor(x_np, device=device, requires_grad=True)
+        y = op(x)
+        g = rng.standard_normal(y.shape) if g is None else g
+        y.backward(pl.tensor(g, device=device))
+        results.append((y.numpy(), x.grad.numpy()))
+    (y_cpu, g_cpu), (y_gpu, g_gpu) = results
+    # Two float32 implementations, each within a few ULP of the exact value.
+    np.testing.assert_allclose(y_cpu, y_gpu, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g_cpu, g_gpu, rtol=1e-4, atol=1e-5)
