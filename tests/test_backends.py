@@ -130,3 +130,22 @@ def test_entry_point_backends_are_loaded(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(registry, "_DEVICE_DEFAULTS", dict(registry._DEVICE_DEFAULTS))
     assert "toy" in pl.backends.names()
     assert pl.zeros(2, device="toy-device").backend == "toy"
+
+
+def _declared_primitives() -> set[str]:
+    from pylucid.backends import base
+
+    declared = {n for n in vars(base.Backend) if not n.startswith("_")} - {"name", "device"}
+    declared |= set(base.POINTWISE)
+    declared |= {f"{n}_backward" for n in base.POINTWISE if n not in base.POINTWISE_WITHOUT_BACKWARD}
+    return declared
+
+
+@pytest.mark.parametrize("backend_class", [pl.backends.NumbaBackend, MLXBackend])
+def test_backends_implement_exactly_the_protocol(backend_class: type) -> None:
+    implemented = {
+        n for n in dir(backend_class) if not n.startswith("_") and n not in ("name", "device", "mx")
+    }
+    declared = _declared_primitives()
+    assert declared - implemented == set(), "declared in the protocol but not implemented"
+    assert implemented - declared == set(), "implemented but not declared in the protocol"

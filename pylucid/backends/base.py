@@ -5,6 +5,13 @@ A backend owns a storage type (``numpy.ndarray`` for ``numba``, ``mlx.core.array
 storage (binary primitives also accept a Python number as an operand); ``shape`` is the
 output shape the op validated and ``dtype`` the compute :class:`~pylucid.dtypes.DType` the op
 chose. Backends never see tensors or graphs.
+
+Naming: ``name`` is an op's forward and ``name_backward`` its fused gradient, taking what the
+op saved, then the upstream gradient ``g``; binary ops with one kernel per input use
+``name_backward_a`` / ``name_backward_b``. Reductions receive ``g`` (and ``result``) with the
+reduced axes kept as size 1. The pointwise ops of :data:`POINTWISE` follow one signature
+each and are listed rather than spelled out; ``tests/test_backends.py`` checks that every
+backend implements exactly the primitives declared here.
 """
 
 from __future__ import annotations
@@ -18,6 +25,16 @@ from pylucid.dtypes import DType
 Storage = Any
 Shape = tuple[int, ...]
 Axes = tuple[int, ...]
+
+#: Pointwise ops with the primitives ``name(a, shape, dtype)`` and (except ``log``, ``log10``
+#: and ``sign``, whose gradients are ``log_base_backward`` and zero)
+#: ``name_backward(v, g, shape, dtype)``, ``v`` being what the op saves (``x`` or ``result``).
+POINTWISE = (
+    "abs", "acos", "asin", "atan", "cos", "cosh", "erf", "exp", "exp2", "expm1", "log",
+    "log10", "log1p", "reciprocal", "relu", "rsqrt", "sigmoid", "sign", "silu", "sin", "sinh",
+    "sqrt", "square", "tan", "tanh",
+)  # fmt: skip
+POINTWISE_WITHOUT_BACKWARD = ("log", "log10", "sign")
 
 
 @runtime_checkable
@@ -70,9 +87,6 @@ class Backend(Protocol):
     def log2(self, a: Storage, shape: Shape, dtype: DType) -> Storage:
         """Elementwise base-2 logarithm."""
 
-    def log2_backward(self, x: Storage, g: Storage, shape: Shape, dtype: DType) -> Storage:
-        """Fused ``g / (x ln 2)``."""
-
     def neg(self, a: Storage, shape: Shape, dtype: DType) -> Storage:
         """Elementwise negation."""
 
@@ -109,3 +123,221 @@ class Backend(Protocol):
 
     def reshape(self, a: Storage, shape: Shape) -> Storage:
         """``a`` with the same elements in ``shape`` (a view where possible)."""
+
+    # -- elementwise family (besides POINTWISE) ---------------------------------------------
+    def log_base_backward(
+        self, x: Storage, g: Storage, ln_base: float, ln_base_lo: float, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Fused ``g / (x ln b)``, ln b = ``ln_base + ln_base_lo`` (float64 high and low parts),
+        correctly rounded in float64; the gradient of log, log2 and log10."""
+
+    def leaky_relu(self, a: Storage, negative_slope: float, shape: Shape, dtype: DType) -> Storage:
+        """Elementwise ``x if x > 0 else negative_slope * x``."""
+
+    def leaky_relu_backward(
+        self, x: Storage, g: Storage, negative_slope: float, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Fused ``g if x > 0 else negative_slope * g``."""
+
+    def elu(self, a: Storage, alpha: float, shape: Shape, dtype: DType) -> Storage:
+        """Elementwise ``x if x > 0 else alpha * expm1(x)``."""
+
+    def elu_backward(
+        self, x: Storage, g: Storage, alpha: float, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Fused ``g if x > 0 else g * alpha * exp(x)``."""
+
+    def softplus(
+        self, a: Storage, beta: float, threshold: float, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Elementwise ``log1p(exp(beta x)) / beta`` (``x`` where ``beta x > threshold``)."""
+
+    def softplus_backward(
+        self, x: Storage, g: Storage, beta: float, threshold: float, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Fused ``g * sigmoid(beta x)`` (``g`` where ``beta x > threshold``)."""
+
+    def gelu(self, a: Storage, approximate: str, shape: Shape, dtype: DType) -> Storage:
+        """Elementwise GELU, exact (``"none"``) or its tanh approximation (``"tanh"``)."""
+
+    def gelu_backward(
+        self, x: Storage, g: Storage, approximate: str, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Fused gradient of :meth:`gelu`."""
+
+    def clamp(
+        self, a: Storage, low: float | None, high: float | None, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Elementwise ``min(max(x, low), high)``; a None bound is no bound."""
+
+    def clamp_backward(
+        self,
+        x: Storage,
+        g: Storage,
+        low: float | None,
+        high: float | None,
+        shape: Shape,
+        dtype: DType,
+    ) -> Storage:
+        """Fused ``g where low <= x <= high else 0``."""
+
+    # -- binary family ----------------------------------------------------------------------
+    def pow(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """``a ** b`` with broadcasting (C99 special values; integers follow PyTorch)."""
+
+    def pow_backward_a(
+        self, a: Storage, b: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Fused ``g b a^(b-1)``, 0 where ``b == 0``."""
+
+    def pow_backward_b(
+        self, a: Storage, result: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Fused ``g a^b ln a``, 0 where ``a == 0`` and ``a^b`` is finite."""
+
+    def atan2(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Elementwise ``atan2(a, b)``."""
+
+    def atan2_backward_a(
+        self, a: Storage, b: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Fused ``g b / (a^2 + b^2)``."""
+
+    def atan2_backward_b(
+        self, a: Storage, b: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """Fused ``-g a / (a^2 + b^2)``."""
+
+    def maximum(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Elementwise maximum, NaN-propagating."""
+
+    def maximum_backward(
+        self, x: Storage, other: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """``g`` where ``x > other`` (or x is NaN), ``g/2`` on ties, else 0."""
+
+    def minimum(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Elementwise minimum, NaN-propagating."""
+
+    def minimum_backward(
+        self, x: Storage, other: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """``g`` where ``x < other`` (or x is NaN), ``g/2`` on ties, else 0."""
+
+    def where(
+        self, condition: Storage, a: Storage, b: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """``a`` where the bool ``condition`` holds, else ``b``, broadcast to ``shape``."""
+
+    def eq(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Bool ``a == b`` (compared in ``dtype``)."""
+
+    def ne(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Bool ``a != b``."""
+
+    def lt(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Bool ``a < b``."""
+
+    def le(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Bool ``a <= b``."""
+
+    def gt(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Bool ``a > b``."""
+
+    def ge(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Bool ``a >= b``."""
+
+    # -- reduction family -------------------------------------------------------------------
+    def prod(self, a: Storage, axes: Axes, keepdims: bool, dtype: DType) -> Storage:
+        """Product over ``axes`` (1 for no elements; overflow gives inf silently)."""
+
+    def prod_backward(self, x: Storage, g: Storage, axes: Axes, dtype: DType) -> Storage:
+        """``g`` times the product of the other elements of each reduced slice (no division)."""
+
+    def amax(self, a: Storage, axes: Axes, keepdims: bool, dtype: DType) -> Storage:
+        """Maximum over ``axes``, NaN-propagating."""
+
+    def amin(self, a: Storage, axes: Axes, keepdims: bool, dtype: DType) -> Storage:
+        """Minimum over ``axes``, NaN-propagating."""
+
+    def extremum_backward(
+        self, x: Storage, result: Storage, g: Storage, axes: Axes, dtype: DType
+    ) -> Storage:
+        """``g`` shared equally by the elements equal to ``result`` (NaN ones if it is NaN)."""
+
+    def argmax(self, a: Storage, axis: int | None, keepdims: bool, dtype: DType) -> Storage:
+        """int64 index of the first maximum along ``axis`` (of the flattened input if None)."""
+
+    def argmin(self, a: Storage, axis: int | None, keepdims: bool, dtype: DType) -> Storage:
+        """int64 index of the first minimum along ``axis`` (of the flattened input if None)."""
+
+    def var(
+        self, a: Storage, axes: Axes, keepdims: bool, correction: float, dtype: DType
+    ) -> Storage:
+        """``sum((a - mean)**2) / max(0, n - correction)``, two-pass."""
+
+    def var_backward(
+        self, x: Storage, g: Storage, axes: Axes, correction: float, dtype: DType
+    ) -> Storage:
+        """``2 g (x - mean) / (n - correction)``."""
+
+    def std(
+        self, a: Storage, axes: Axes, keepdims: bool, correction: float, dtype: DType
+    ) -> Storage:
+        """Square root of :meth:`var`."""
+
+    def std_backward(
+        self, x: Storage, result: Storage, g: Storage, axes: Axes, correction: float, dtype: DType
+    ) -> Storage:
+        """``g (x - mean) / ((n - correction) std)``, 0 where std = 0."""
+
+    def logsumexp(self, a: Storage, axes: Axes, keepdims: bool, dtype: DType) -> Storage:
+        """``s + log(sum(exp(a - s)))`` with ``s`` the max (0 where it is ±inf)."""
+
+    def logsumexp_backward(
+        self, x: Storage, result: Storage, g: Storage, axes: Axes, dtype: DType
+    ) -> Storage:
+        """``g exp(x - result)``."""
+
+    def softmax(self, a: Storage, axes: Axes, dtype: DType) -> Storage:
+        """``exp(a - m) / sum(exp(a - m))`` along the one axis in ``axes``, ``m`` the max."""
+
+    def softmax_backward(self, y: Storage, g: Storage, axes: Axes, dtype: DType) -> Storage:
+        """Fused ``y (g - sum(g y))``."""
+
+    def log_softmax(self, a: Storage, axes: Axes, dtype: DType) -> Storage:
+        """``(a - m) - log(sum(exp(a - m)))`` along the one axis in ``axes``."""
+
+    def log_softmax_backward(self, y: Storage, g: Storage, axes: Axes, dtype: DType) -> Storage:
+        """Fused ``g - exp(y) sum(g)``."""
+
+    # -- linalg and shape families ----------------------------------------------------------
+    def matmul(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """NumPy's ``a @ b`` (1-d operands promoted, batch dimensions broadcast)."""
+
+    def transpose(self, a: Storage, axes: Axes) -> Storage:
+        """``a`` with its dimensions permuted by ``axes`` (a view where possible)."""
+
+    def concatenate(self, arrays: list[Storage], axis: int, dtype: DType) -> Storage:
+        """The ``arrays`` (all of ``dtype``) joined along ``axis``."""
+
+    def getitem(
+        self,
+        a: Storage,
+        index: tuple[Any, ...],
+        mesh: tuple[Any, ...] | None,
+        shape: Shape,
+        dtype: DType,
+    ) -> Storage:
+        """``a[index]`` with NumPy semantics (``mesh``: per-dimension index arrays where the
+        backend's advanced indexing differs from NumPy's)."""
+
+    def getitem_backward(
+        self,
+        g: Storage,
+        index: tuple[Any, ...],
+        mesh: tuple[Any, ...] | None,
+        shape: Shape,
+        dtype: DType,
+    ) -> Storage:
+        """Zeros of ``shape`` with ``g`` added at ``index`` (repeated indices accumulate)."""

@@ -48,11 +48,16 @@ def _schema(name: str) -> OpSchema:
 
 
 class _Comparison(BinaryOp):
-    """Base of the comparison nodes: the result is bool; never recorded in a graph."""
+    """Base of the comparison nodes: the result is bool; never recorded in a graph. The
+    forward is the backend primitive named like the op (``be.lt(a, b, shape, dtype)``)."""
 
     @classmethod
     def result_dtype(cls, compute_dtype: DType) -> DType:
         return bool_
+
+    @classmethod
+    def dispatch(cls, be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return getattr(be, cls.schema_v1.name)(a, b, shape, dtype)
 
 
 class EqBackward(_Comparison):
@@ -60,19 +65,11 @@ class EqBackward(_Comparison):
 
     schema_v1 = _schema("eq")
 
-    @staticmethod
-    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
-        return be.eq(a, b, shape, dtype)
-
 
 class NeBackward(_Comparison):
     r"""Node class of :math:`y = (a \ne b)`, a bool tensor; no gradient."""
 
     schema_v1 = _schema("ne")
-
-    @staticmethod
-    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
-        return be.ne(a, b, shape, dtype)
 
 
 class LtBackward(_Comparison):
@@ -80,19 +77,11 @@ class LtBackward(_Comparison):
 
     schema_v1 = _schema("lt")
 
-    @staticmethod
-    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
-        return be.lt(a, b, shape, dtype)
-
 
 class LeBackward(_Comparison):
     r"""Node class of :math:`y = (a \le b)`, a bool tensor; no gradient."""
 
     schema_v1 = _schema("le")
-
-    @staticmethod
-    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
-        return be.le(a, b, shape, dtype)
 
 
 class GtBackward(_Comparison):
@@ -100,19 +89,11 @@ class GtBackward(_Comparison):
 
     schema_v1 = _schema("gt")
 
-    @staticmethod
-    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
-        return be.gt(a, b, shape, dtype)
-
 
 class GeBackward(_Comparison):
     r"""Node class of :math:`y = (a \ge b)`, a bool tensor; no gradient."""
 
     schema_v1 = _schema("ge")
-
-    @staticmethod
-    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
-        return be.ge(a, b, shape, dtype)
 
 
 @tensor_method
