@@ -1,15 +1,30 @@
 """The dtypes of pylucid and PyTorch's type-promotion rules.
 
 A :class:`DType` is backend-neutral: backends map it to their own type (``np.float32``,
-``mx.float32``). Promotion follows PyTorch, not NumPy: the category (bool < integer <
-floating) decides first and the width only within a category, so ``int64 + float32`` is
-``float32`` (NumPy would say float64) and a Python scalar never widens a tensor.
+``mx.float32``); bfloat16 on the CPU is ``ml_dtypes.bfloat16``, the NumPy dtype JAX uses.
+Promotion follows PyTorch, not NumPy: the category (bool < integer < floating) decides first
+and the width only within a category, so ``int64 + float32`` is ``float32`` (NumPy would say
+float64) and a Python scalar never widens a tensor. float16 and bfloat16 have the same width
+and neither holds the other: together they promote to float32.
+
+=========  ======  =====  =====  =====  =======  ========  =======
+\          bool    int32  int64  f16    bf16     float32   float64
+=========  ======  =====  =====  =====  =======  ========  =======
+bool       bool    int32  int64  f16    bf16     float32   float64
+int32              int32  int64  f16    bf16     float32   float64
+int64                     int64  f16    bf16     float32   float64
+f16                              f16    float32  float32   float64
+bf16                                    bf16     float32   float64
+float32                                          float32   float64
+float64                                                    float64
+=========  ======  =====  =====  =====  =======  ========  =======
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 __all__ = [
@@ -17,6 +32,8 @@ __all__ = [
     "bool_",
     "int32",
     "int64",
+    "float16",
+    "bfloat16",
     "float32",
     "float64",
     "default_float",
@@ -56,6 +73,11 @@ class DType:
         """Whether the type is a floating-point type (only these can require grad)."""
         return self.category == _FLOAT
 
+    @property
+    def is_half(self) -> bool:
+        """Whether the type is a 16-bit float (float16 or bfloat16)."""
+        return self.category == _FLOAT and self.itemsize == 2
+
     def __repr__(self) -> str:
         return f"pylucid.{self.name}"
 
@@ -66,11 +88,13 @@ class DType:
 bool_ = DType("bool", np.dtype(np.bool_), _BOOL)
 int32 = DType("int32", np.dtype(np.int32), _INT)
 int64 = DType("int64", np.dtype(np.int64), _INT)
+float16 = DType("float16", np.dtype(np.float16), _FLOAT)
+bfloat16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), _FLOAT)
 float32 = DType("float32", np.dtype(np.float32), _FLOAT)
 float64 = DType("float64", np.dtype(np.float64), _FLOAT)
 
 default_float = float32
-_ALL = (bool_, int32, int64, float32, float64)
+_ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
 _BY_NUMPY = {d.numpy: d for d in _ALL}
 _BY_NAME = {d.name: d for d in _ALL}
 
@@ -116,6 +140,8 @@ def promote_types(a: DType, b: DType) -> DType:
     """
     if a.category != b.category:
         return a if a.category > b.category else b
+    if a.itemsize == b.itemsize and a is not b:  # float16 with bfloat16
+        return float32
     return a if a.itemsize >= b.itemsize else b
 
 
