@@ -8,8 +8,9 @@
 tensor([-5.7708,  0.    ,  1.082 ])
 """
 
-from pylucid import backends, graph, ops
-from pylucid.dtypes import DType, bool_, float32, float64, int32, int64
+from pylucid import amp, backends, graph, ops, optim
+from pylucid.amp import autocast
+from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pylucid.factories import (
     arange,
     from_numpy,
@@ -52,6 +53,11 @@ _PUBLIC_OPS = [
 __all__ = [
     "DType",
     "Tensor",
+    "amp",
+    "autocast",
+    "bfloat16",
+    "float16",
+    "optim",
     "arange",
     "backends",
     "bool",

@@ -1,4 +1,4 @@
-"""The dtypes of pylucid and PyTorch's type-promotion rules.
+r"""The dtypes of pylucid and PyTorch's type-promotion rules.
 
 A :class:`DType` is backend-neutral: backends map it to their own type (``np.float32``,
 ``mx.float32``); bfloat16 on the CPU is ``ml_dtypes.bfloat16``, the NumPy dtype JAX uses.

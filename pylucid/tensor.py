@@ -244,6 +244,31 @@ class Tensor:
             result = ops.to_device(self, target)
         return result if dtype is None else ops.to_dtype(result, as_dtype(dtype))
 
+    def half(self) -> Tensor:
+        """``self.to(pylucid.float16)``."""
+        return self.to("float16")
+
+    def bfloat16(self) -> Tensor:
+        """``self.to(pylucid.bfloat16)``."""
+        return self.to("bfloat16")
+
+    def float(self) -> Tensor:
+        """``self.to(pylucid.float32)``."""
+        return self.to("float32")
+
+    def double(self) -> Tensor:
+        """``self.to(pylucid.float64)``."""
+        return self.to("float64")
+
+    def _set_storage(self, storage: Any) -> None:
+        """Replace the values (same shape and dtype); for optimizers, under no_grad."""
+        if tuple(self._backend.shape(storage)) != self._shape:
+            raise ValueError(
+                f"new storage has shape {tuple(self._backend.shape(storage))}, the tensor "
+                f"{self._shape}"
+            )
+        self._storage = storage
+
     def __float__(self) -> float:
         return float(self.item())
 

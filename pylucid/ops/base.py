@@ -22,7 +22,7 @@ from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType, default_float, promote_types
 from pylucid.graph.grad_mode import is_grad_enabled
 from pylucid.graph.node import Node, SavedValues
-from pylucid.ops.schema import OpSchema, register_op
+from pylucid.ops.schema import OpSchema, register_op, resolve_dtypes
 from pylucid.tensor import Tensor
 
 __all__ = ["VARIADIC", "Op", "UnaryOp", "BinaryOp", "ReduceOp", "broadcast_shapes", "sum_to"]
@@ -81,6 +81,9 @@ class Op(Node):
         The output's shape and the compute dtype.
     needs_input_grad : tuple of bool
         Which inputs need a gradient; a formula may return None for the others.
+    rounded_result : bool
+        The output was rounded from ``dtype`` to a half dtype (``FORCE_FP32`` outside
+        autocast); the incoming gradient is widened back before ``grad_formula``.
     """
 
     schema_v1: ClassVar[OpSchema]
@@ -158,13 +161,18 @@ class Op(Node):
         labels = cls.input_labels(len(inputs))
         backend = _common_backend(schema.name, labels, inputs)
         shape = cls.output_shape([t.shape for t in inputs], **params)
-        dtype = cls.compute_dtype([t.dtype for t in inputs], **params)
+        natural = cls.compute_dtype([t.dtype for t in inputs], **params)
+        dtype, result_dtype = resolve_dtypes(schema.amp_policy, natural)
         storages = [
             t._storage if label in cls.uncast_inputs else backend.cast(t._storage, dtype)
             for label, t in zip(labels, inputs)
         ]
         out = cls.dispatch(backend, *storages, shape=shape, dtype=dtype, **params)
-        result = Tensor._make(out, cls.result_backend(backend, **params), cls.result_dtype(dtype))
+        result_dtype = cls.result_dtype(result_dtype)
+        result_storage = (
+            out if result_dtype is cls.result_dtype(dtype) else backend.cast(out, result_dtype)
+        )
+        result = Tensor._make(result_storage, cls.result_backend(backend, **params), result_dtype)
         if (
             schema.differentiable
             and result.dtype.is_floating_point
@@ -173,6 +181,7 @@ class Op(Node):
         ):
             node = cls()
             node._record(backend, inputs, storages, out, shape, dtype, params)
+            node.rounded_result = result_storage is not out
             result._set_grad_fn(node)
         return result
 
@@ -203,6 +212,8 @@ class Op(Node):
         return tuple(edge is not None for edge in self.next_edges)
 
     def backward(self, grad: Any) -> tuple[Any, ...]:
+        if self.rounded_result:  # FORCE_FP32 outside autocast: g has the half output dtype
+            grad = self.backend.cast(grad, self.dtype)
         grads = self.grad_formula(grad)
         results = []
         for g, needed, shape, dtype in zip(

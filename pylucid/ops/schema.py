@@ -11,10 +11,21 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pylucid.amp.autocast import autocast_dtype
+from pylucid.dtypes import DType, float32, float64
+
 if TYPE_CHECKING:
     from pylucid.ops.base import Op
 
-__all__ = ["AmpPolicy", "OpSchema", "register_op", "get_schema", "get_op", "list_ops"]
+__all__ = [
+    "AmpPolicy",
+    "OpSchema",
+    "register_op",
+    "get_schema",
+    "get_op",
+    "list_ops",
+    "resolve_dtypes",
+]
 
 
 class AmpPolicy(enum.Enum):
@@ -32,6 +43,25 @@ class AmpPolicy(enum.Enum):
     PROMOTE = "promote"
     KEEP_INPUT = "keep_input"
     FORCE_FP32 = "force_fp32"
+
+
+def resolve_dtypes(policy: AmpPolicy, natural: DType) -> tuple[DType, DType]:
+    """The (compute, result) dtypes of an op whose inputs promote to ``natural``.
+
+    Outside autocast a ``FORCE_FP32`` op computes half inputs in float32 and rounds the
+    result once to the input's dtype; every other op computes in ``natural``. Inside
+    autocast the policies above apply.
+    """
+    if not natural.is_floating_point or natural is float64:
+        return natural, natural
+    lowered = autocast_dtype()
+    if policy is AmpPolicy.FORCE_FP32:
+        if natural.is_half:
+            return float32, float32 if lowered is not None else natural
+        return natural, natural
+    if policy is AmpPolicy.PROMOTE and lowered is not None:
+        return lowered, lowered
+    return natural, natural
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from pylucid.backends.base import Axes, Shape
-from pylucid.dtypes import DType, as_dtype, float64
+from pylucid.dtypes import DType, as_dtype, bfloat16, float64
 
 LN2 = 0.69314718055994530942
 
@@ -75,6 +75,8 @@ class MLXCore:
         return self.mx.array(contiguous, dtype=self._mx_dtype(dtype))
 
     def to_numpy(self, storage: Any) -> np.ndarray:
+        if storage.dtype == self.mx.bfloat16:  # no buffer-protocol format for bfloat16
+            return np.array(storage.astype(self.mx.float32)).astype(bfloat16.numpy)
         return np.array(storage)  # a copy: NumPy code must not write into MLX's buffers
 
     def shape(self, storage: Any) -> Shape:

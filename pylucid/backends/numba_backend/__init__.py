@@ -1,16 +1,19 @@
 """The ``numba`` backend: NumPy arrays as storage, Numba-compiled kernels on the CPU.
 
-The backend class is composed of one mixin per op family, each in its own module.
+The backend class is composed of one mixin per op family, each in its own module; float16
+and bfloat16 are computed in float32 (:mod:`pylucid.backends.numba_backend.half`).
 """
 
 from pylucid.backends.numba_backend.binary import NumbaBinary
 from pylucid.backends.numba_backend.core import NumbaCore
 from pylucid.backends.numba_backend.elementwise import NumbaElementwise
+from pylucid.backends.numba_backend.half import computes_halves_in_float32
 from pylucid.backends.numba_backend.linalg import NumbaLinalg
 from pylucid.backends.numba_backend.reduction import NumbaReduction
 from pylucid.backends.numba_backend.shape import NumbaShape
 
 
+@computes_halves_in_float32
 class NumbaBackend(
     NumbaCore, NumbaElementwise, NumbaBinary, NumbaReduction, NumbaLinalg, NumbaShape
 ):
