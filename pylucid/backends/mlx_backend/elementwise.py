@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from pylucid.backends.base import Shape
+from pylucid.backends.half import HalfConversion, computes_halves_in_float32
 from pylucid.dtypes import DType, float64
 
 LN2 = 0.69314718055994530942
@@ -241,6 +242,30 @@ def _with_unary_functions(cls: type) -> type:
     return cls
 
 
+def _is_mx_half(value: Any) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return str(dtype) in ("mlx.core.float16", "mlx.core.bfloat16")
+
+
+def _mx_widen(value: Any) -> Any:
+    import mlx.core as mx
+
+    return value.astype(mx.float32)
+
+
+def _mx_narrow(value: Any, dtype: DType) -> Any:
+    import mlx.core as mx
+
+    target = mx.float16 if dtype.name == "float16" else mx.bfloat16
+    return value.astype(target) if value.dtype == mx.float32 else value
+
+
+#: The elementwise primitives are formulas of several MLX calls (erf, gelu, softplus, ...):
+#: computed in float16 each call would round, so halves run in float32 and round once.
+_MX_HALVES = HalfConversion(is_half=_is_mx_half, widen=_mx_widen, narrow=_mx_narrow)
+
+
+@computes_halves_in_float32(_MX_HALVES)
 @_with_unary_functions
 class MLXElementwise:
     """Primitives of the elementwise math ops and activations on the mlx backend."""

@@ -1,19 +1,37 @@
 """The ``numba`` backend: NumPy arrays as storage, Numba-compiled kernels on the CPU.
 
 The backend class is composed of one mixin per op family, each in its own module; float16
-and bfloat16 are computed in float32 (:mod:`pylucid.backends.numba_backend.half`).
+and bfloat16 are computed in float32 (:mod:`pylucid.backends.half`): Numba has no 16-bit
+float arithmetic.
 """
 
+import numpy as np
+
+from pylucid.backends.half import HalfConversion, computes_halves_in_float32
 from pylucid.backends.numba_backend.binary import NumbaBinary
 from pylucid.backends.numba_backend.core import NumbaCore
 from pylucid.backends.numba_backend.elementwise import NumbaElementwise
-from pylucid.backends.numba_backend.half import computes_halves_in_float32
 from pylucid.backends.numba_backend.linalg import NumbaLinalg
 from pylucid.backends.numba_backend.reduction import NumbaReduction
 from pylucid.backends.numba_backend.shape import NumbaShape
 
 
-@computes_halves_in_float32
+def _is_half(value: object) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.itemsize == 2 and (
+        value.dtype == np.float16 or value.dtype.name == "bfloat16"
+    )
+
+
+_NUMPY_HALVES = HalfConversion(
+    is_half=_is_half,
+    widen=lambda a: a.astype(np.float32),
+    narrow=lambda a, dtype: a.astype(dtype.numpy)
+    if isinstance(a, np.ndarray) and a.dtype == np.float32
+    else a,
+)
+
+
+@computes_halves_in_float32(_NUMPY_HALVES)
 class NumbaBackend(
     NumbaCore, NumbaElementwise, NumbaBinary, NumbaReduction, NumbaLinalg, NumbaShape
 ):

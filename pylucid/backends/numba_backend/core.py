@@ -72,7 +72,10 @@ class NumbaCore:
         return np.full(shape, value, dtype=dtype.numpy)
 
     def cast(self, a: np.ndarray, dtype: DType) -> np.ndarray:
-        return a if a.dtype == dtype.numpy else a.astype(dtype.numpy)
+        if a.dtype == dtype.numpy:
+            return a
+        with np.errstate(over="ignore"):  # values beyond a half dtype's range become inf
+            return a.astype(dtype.numpy)
 
     def clone(self, a: np.ndarray) -> np.ndarray:
         return np.array(a, copy=True)
