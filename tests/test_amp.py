@@ -193,7 +193,7 @@ def test_grad_scaler_unscales_steps_and_grows() -> None:
     optimizer = pl.optim.SGD([w, b], lr=0.1)
     scaler = pl.amp.GradScaler(init_scale=1024.0, growth_interval=2)
     x = pl.tensor([[0.5, -0.25]])
-    for step in range(2):
+    for _ in range(2):
         optimizer.zero_grad()
         loss = _model((w, b), x)
         scaler.scale(loss).backward()

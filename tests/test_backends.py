@@ -137,7 +137,9 @@ def _declared_primitives() -> set[str]:
 
     declared = {n for n in vars(base.Backend) if not n.startswith("_")} - {"name", "device"}
     declared |= set(base.POINTWISE)
-    declared |= {f"{n}_backward" for n in base.POINTWISE if n not in base.POINTWISE_WITHOUT_BACKWARD}
+    declared |= {
+        f"{n}_backward" for n in base.POINTWISE if n not in base.POINTWISE_WITHOUT_BACKWARD
+    }
     return declared
 
 
