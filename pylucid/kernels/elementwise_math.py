@@ -89,11 +89,11 @@ def log10(x):
 @register_jitable
 def log_base_grad(x, g, ln_base):
     """dL/dx = g / (x ln b) for y = log_b x, correctly rounded in float64 (float32 inputs
-    round that once), by the algorithm of :func:`pylucid.kernels.scalar.log2_grad`:
-    ``ln_base`` is the pair ``(hi, lo)`` of float64s with hi + lo = ln b to 106 bits;
-    ``x ln b`` is carried as ``p + e`` (an FMA and the low part), and the quotient
+    round that once): ``ln_base`` is the pair ``(hi, lo)`` of float64s with hi + lo = ln b
+    to 106 bits; ``x ln b`` is carried as ``p + e`` (an FMA and the low part), and the quotient
     ``q = g / p`` is corrected by its FMA residual. Where the correction is not finite
-    (x = ±0, ±inf, nan, or an overflowing quotient) the plain quotient is the IEEE answer."""
+    (x = ±0, ±inf, nan, or an overflowing quotient) the plain quotient is the IEEE answer.
+    The plain ``g / (x * ln b)`` rounds twice and is up to 1.7 ULP off (measured, b = 2)."""
     xd = numba.float64(x)
     gd = numba.float64(g)
     hi, lo = ln_base

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-import numba
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, register_jitable
@@ -20,8 +19,6 @@ from numba.extending import intrinsic, register_jitable
 #: ln 2 as the float64 nearest to it (the literal PyTorch's derivatives.yaml writes as
 #: ``0.6931471805599453``; equal to ``math.log(2.0)``).
 LN2 = 0.69314718055994530942
-#: ln 2 - LN2: the next 53 bits of ln 2, for the compensated gradient below.
-LN2_LO = 2.3190468138462996e-17
 
 
 @intrinsic
@@ -45,26 +42,6 @@ def fma(typingctx, a, b, c):
 def log2(x):
     """y = log2(x)."""
     return math.log2(x)
-
-
-@register_jitable
-def log2_grad(x, g):
-    """dL/dx = g / (x ln 2) for y = log2(x), computed in float64 to about 0.5 ULP.
-
-    ``x ln 2`` is carried as the unevaluated sum ``p + e`` (``e`` from an FMA and the low
-    part of ln 2), the quotient ``q = g / p`` is corrected by its FMA residual, so the result
-    is the float64 nearest the exact value in all but rare ties; the plain ``g / (x * LN2)``
-    is up to 1.7 ULP off (measured on 1e6 samples). float32 inputs round this once. Where
-    the correction is not finite (x = ±0, ±inf, nan, or a quotient that overflows) the plain
-    quotient is already the IEEE answer (±inf, 0, nan) and is returned.
-    """
-    xd = numba.float64(x)
-    gd = numba.float64(g)
-    p = xd * LN2
-    e = fma(xd, LN2, -p) + xd * LN2_LO
-    q = gd / p
-    corrected = q + (fma(-q, p, gd) - q * e) / p
-    return corrected if math.isfinite(corrected) else q
 
 
 @register_jitable

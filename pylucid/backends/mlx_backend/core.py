@@ -108,11 +108,6 @@ class MLXCore:
     def log2(self, a, shape, dtype):
         return self.mx.log2(self.cast(a, dtype), stream=self._stream(dtype))
 
-    def log2_backward(self, x, g, shape, dtype):
-        mx, s = self.mx, self._stream(dtype)
-        x, g = self._operands(dtype, x, g)
-        return mx.divide(g, mx.multiply(x, LN2, stream=s), stream=s)
-
     def neg(self, a, shape, dtype):
         return self.mx.negative(self.cast(a, dtype), stream=self._stream(dtype))
 

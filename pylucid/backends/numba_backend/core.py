@@ -11,7 +11,6 @@ from pylucid.kernels import scalar
 from pylucid.kernels.loops import PARALLEL_THRESHOLD, elementwise
 
 _LOG2 = elementwise(scalar.log2)
-_LOG2_GRAD = elementwise(scalar.log2_grad, arity=2)
 _NEG = elementwise(scalar.neg)
 _ADD = elementwise(scalar.add, arity=2)
 _SUB = elementwise(scalar.sub, arity=2)
@@ -92,9 +91,6 @@ class NumbaCore:
 
     def log2(self, a, shape, dtype):
         return self._unary(_LOG2, a, shape, dtype)
-
-    def log2_backward(self, x, g, shape, dtype):
-        return self._nary(_LOG2_GRAD, (x, g), shape, dtype)
 
     def neg(self, a, shape, dtype):
         return self._unary(_NEG, a, shape, dtype)
