@@ -1,0 +1,151 @@
+"""``python -m pylucid bench``: run the suite, print its tables, write JSON and a plot.
+
+Progress goes to stderr, the tables (plain text, or Markdown with ``--markdown``) to stdout;
+``DIR/bench.json`` and, with matplotlib, ``DIR/bench.png`` are written (``--out DIR``,
+default ``bench-results/``). ``--load FILE`` presents a saved run without running anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+__all__ = ["BEGIN", "END", "add_arguments", "main", "write_doc"]
+
+#: The markers around the generated results in a Markdown file (``--write-doc``).
+BEGIN = "<!-- bench:begin -->"
+END = "<!-- bench:end -->"
+
+
+def _size(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 1000, 1e6, 6.4e7)") from None
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"a size is a positive whole number, not {text!r}")
+    return int(value)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``bench`` options to ``parser``."""
+    from pylucid.bench.cases import ALL_IMPLS, DEFAULT_IMPLS, KINDS
+
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer sizes and shorter timings (under a minute)"
+    )
+    parser.add_argument(
+        "--sizes", nargs="+", type=_size, metavar="N", help="element counts, e.g. 1e3 1e6 6.4e7"
+    )
+    parser.add_argument("--dtypes", nargs="+", choices=("float32", "float64"), help="default: both")
+    parser.add_argument(
+        "--ops", nargs="+", metavar="OP", help="op names, or 'all' (default: log2; see --list)"
+    )
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, help="default: all three")
+    parser.add_argument(
+        "--impls",
+        nargs="+",
+        choices=ALL_IMPLS,
+        help=f"implementations to time (default: {' '.join(DEFAULT_IMPLS)})",
+    )
+    parser.add_argument("--threads", type=int, help="Numba and PyTorch threads (default: 2)")
+    parser.add_argument("--repeats", type=int, help="timed batches per implementation")
+    parser.add_argument("--batch-time", type=float, metavar="S", help="seconds per timed batch")
+    parser.add_argument("--no-jit", action="store_true", help="skip the JIT cost probes")
+    parser.add_argument("--no-plot", action="store_true", help="do not write bench.png")
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench-results"), help="output folder (bench-results/)"
+    )
+    parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    parser.add_argument(
+        "--stat",
+        choices=("median", "min"),
+        default="median",
+        help="time shown in tables and plot: median (default) or min (better on a busy machine)",
+    )
+    parser.add_argument(
+        "--load", type=Path, metavar="JSON", help="present a saved bench.json instead of running"
+    )
+    parser.add_argument(
+        "--write-doc",
+        type=Path,
+        metavar="MD",
+        help=f"replace the text between {BEGIN} and {END} in MD with the Markdown report",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="list the ops the suite can time and exit"
+    )
+
+
+def _list_ops() -> str:
+    from pylucid.bench.cases import NUMPY_GRADIENTS, benchmark_ops, load_libraries
+
+    libs = load_libraries(("torch", "mlx"))
+    lines = []
+    for name, op in benchmark_ops().items():
+        found = [
+            f"{fn.__module__}.{fn.__name__}"
+            for modules in (libs.torch_modules, libs.mlx_modules)
+            if (fn := op.library_fn(modules)) is not None
+        ]
+        grad = "numpy gradient" if name in NUMPY_GRADIENTS else "no numpy gradient"
+        lines.append(f"{name}: {', '.join(found) or 'pylucid and numpy only'}; {grad}")
+    return "\n".join(lines)
+
+
+def write_doc(path: Path, generated: str) -> None:
+    """Replace what lies between :data:`BEGIN` and :data:`END` in ``path`` by ``generated``."""
+    text = path.read_text()
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path} has no {BEGIN} ... {END} section to replace")
+    path.write_text(f"{text[: start + len(BEGIN)]}\n{generated}{text[end:]}")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run (or load) and present the benchmarks as ``args`` say."""
+    from pylucid.bench import report
+    from pylucid.bench.runner import Config, run
+
+    if args.list:
+        print(_list_ops())
+        return 0
+    if args.write_doc is not None:
+        text = args.write_doc.read_text() if args.write_doc.is_file() else ""
+        if not 0 <= text.find(BEGIN) < text.find(END):
+            print(f"bench: {args.write_doc} has no {BEGIN} ... {END} section", file=sys.stderr)
+            return 2
+    if args.load is not None:
+        doc = report.read_json(args.load)
+    else:
+        config = Config.quick_config() if args.quick else Config()
+        fields = {
+            "sizes": tuple(args.sizes) if args.sizes else None,
+            "dtypes": tuple(args.dtypes) if args.dtypes else None,
+            "ops": tuple(args.ops) if args.ops else None,
+            "kinds": tuple(args.kinds) if args.kinds else None,
+            "impls": tuple(args.impls) if args.impls else None,
+            "threads": args.threads,
+            "jit": False if args.no_jit else None,
+        }
+        config = replace(config, **{k: v for k, v in fields.items() if v is not None})
+        timer = {"repeats": args.repeats, "target_s": args.batch_time}
+        timer = {k: v for k, v in timer.items() if v is not None}
+        if timer:
+            config = replace(config, timer=replace(config.timer, **timer))
+        try:
+            doc = run(config, progress=sys.stderr)
+        except ValueError as exc:
+            print(f"bench: {exc}", file=sys.stderr)
+            return 2
+        path = report.write_json(doc, args.out / "bench.json")
+        print(f"wrote {path} ({doc['elapsed_s']:.0f} s)", file=sys.stderr)
+    if not args.no_plot:
+        print(report.plot(doc, args.out / "bench.png", args.stat), file=sys.stderr)
+    if args.write_doc is not None:
+        write_doc(args.write_doc, report.markdown(doc, args.stat))
+        print(f"updated {args.write_doc}", file=sys.stderr)
+    print(report.markdown(doc, args.stat) if args.markdown else report.text(doc, args.stat))
+    return 0

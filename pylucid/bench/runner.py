@@ -1,0 +1,352 @@
+"""Run the suite: measure the copy bandwidth, time every case, measure the JIT cost.
+
+The result is one JSON-ready dict (schema in :mod:`pylucid.bench`), which
+:mod:`pylucid.bench.report` prints, tabulates and plots.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import json
+import os
+import platform
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import numba
+import numpy as np
+
+import pylucid as pl
+from pylucid.bench.bandwidth import copy_bandwidth
+from pylucid.bench.cases import (
+    ALL_IMPLS,
+    DEFAULT_IMPLS,
+    KINDS,
+    benchmark_ops,
+    build_case,
+    case_bytes,
+    load_libraries,
+    make_inputs,
+)
+from pylucid.bench.jit_cost import jit_cost
+from pylucid.bench.report import format_size, format_time
+from pylucid.bench.timing import TimerConfig, measure
+
+__all__ = ["QUICK_SIZES", "SCHEMA", "SIZES", "Config", "environment", "run"]
+
+SCHEMA = "pylucid-bench/1"
+#: Element counts of the full run: two where per-call overhead dominates, then 1e3 to 6.4e7
+#: (256 MB of float32: far beyond the caches, where only memory bandwidth counts).
+SIZES = (1, 10, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 64_000_000)
+QUICK_SIZES = (10, 10_000, 1_000_000, 10_000_000)
+DTYPES = ("float32", "float64")
+QUICK_TIMER = TimerConfig(target_s=0.02, repeats=3, warmup=1, slow_call_s=0.05)
+
+
+@dataclass(frozen=True)
+class Config:
+    """What to run.
+
+    Attributes
+    ----------
+    ops : tuple of str
+        Op names (see :func:`pylucid.bench.cases.benchmark_ops`; ``"all"`` for every one).
+    dtypes, sizes, kinds, impls : tuple
+        The grid: every op x dtype x size x kind, each timing every implementation.
+    threads : int
+        Threads for Numba (pylucid's kernels, the copy bandwidth) and PyTorch.
+    timer : TimerConfig
+        Batch duration and repeats.
+    bandwidth_bytes : int
+        Size of the array the copy bandwidth is measured on.
+    jit : bool
+        Measure the JIT cost (fresh processes: a few seconds).
+    jit_warm_runs : int
+        Warm-cache probes whose median is reported.
+    quick : bool
+        Whether this is the ``--quick`` configuration (recorded in the output).
+    """
+
+    ops: tuple[str, ...] = ("log2",)
+    dtypes: tuple[str, ...] = DTYPES
+    sizes: tuple[int, ...] = SIZES
+    kinds: tuple[str, ...] = KINDS
+    impls: tuple[str, ...] = DEFAULT_IMPLS
+    threads: int = 2
+    timer: TimerConfig = field(default_factory=TimerConfig)
+    bandwidth_bytes: int = 512 << 20
+    jit: bool = True
+    jit_warm_runs: int = 3
+    quick: bool = False
+
+    @classmethod
+    def quick_config(cls, **overrides: Any) -> Config:
+        """The ``--quick`` configuration (under a minute), with ``overrides`` applied."""
+        base = cls(
+            sizes=QUICK_SIZES,
+            timer=QUICK_TIMER,
+            bandwidth_bytes=256 << 20,
+            jit_warm_runs=1,
+            quick=True,
+        )
+        return replace(base, **overrides)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_revision() -> str | None:
+    root = Path(pl.__file__).resolve().parent.parent
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def _torch_parallel_backend(torch: Any) -> str | None:
+    if torch is None:
+        return None
+    for line in torch.__config__.parallel_info().splitlines():
+        if line.startswith("ATen parallel backend"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def environment(libs: Any = None) -> dict[str, Any]:
+    """Versions, CPU, thread counts and the environment variables that change timings."""
+    env: dict[str, Any] = {
+        "pylucid": pl.__version__,
+        "git": _git_revision(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "numba_max_threads": numba.config.NUMBA_NUM_THREADS,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "env": {
+            key: os.environ[key]
+            for key in (
+                "OPENBLAS_CORETYPE",
+                "OMP_NUM_THREADS",
+                "MKL_NUM_THREADS",
+                "NUMBA_NUM_THREADS",
+                "NUMBA_THREADING_LAYER",
+                "NUMBA_CACHE_DIR",
+                "OMP_WAIT_POLICY",
+                "KMP_BLOCKTIME",
+                "GOMP_SPINCOUNT",
+                "PYLUCID_BACKEND",
+            )
+            if key in os.environ
+        },
+    }
+    if hasattr(os, "sched_getaffinity"):
+        env["cpu_affinity"] = len(os.sched_getaffinity(0))
+    torch = getattr(libs, "torch", None)
+    mx = getattr(libs, "mx", None)
+    env["torch"] = torch.__version__ if torch is not None else None
+    env["torch_threads"] = torch.get_num_threads() if torch is not None else None
+    env["torch_parallel_backend"] = _torch_parallel_backend(torch)
+    env["mlx"] = mx.__version__ if mx is not None else None
+    env["mlx_device"] = str(mx.default_device()) if mx is not None else None
+    return env
+
+
+class _Progress:
+    """``[i/n] kind op dtype size ...`` lines, completed with each implementation's time."""
+
+    def __init__(self, stream: TextIO | None, total: int) -> None:
+        self.stream, self.total, self.done = stream, total, 0
+        self.started = time.perf_counter()
+
+    def start(self, label: str) -> None:
+        self.done += 1
+        self.started = time.perf_counter()
+        if self.stream is not None:
+            self.stream.write(f"[{self.done}/{self.total}] {label} ...")
+            self.stream.flush()
+
+    def finish(self, text: str) -> None:
+        if self.stream is not None:
+            self.stream.write(f" {text}  ({time.perf_counter() - self.started:.1f} s)\n")
+            self.stream.flush()
+
+    def note(self, text: str) -> None:
+        if self.stream is not None:
+            self.stream.write(f"{text}\n")
+            self.stream.flush()
+
+
+def _resolve_ops(names: tuple[str, ...]) -> dict[str, Any]:
+    available = benchmark_ops()
+    if names == ("all",):
+        return available
+    unknown = [name for name in names if name not in available]
+    if unknown:
+        raise ValueError(
+            f"no benchmark for {', '.join(unknown)}; the unary elementwise ops with a record "
+            f"are: {', '.join(available)}"
+        )
+    return {name: available[name] for name in names}
+
+
+def _set_threads(threads: int, torch: Any) -> tuple[int, int | None]:
+    previous = (numba.get_num_threads(), torch.get_num_threads() if torch is not None else None)
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    if torch is not None:
+        torch.set_num_threads(threads)
+    return previous
+
+
+def run(
+    config: Config | None = None, progress: TextIO | None = None, **overrides: Any
+) -> dict[str, Any]:
+    """Run the benchmark suite in this process and return its results.
+
+    Parameters
+    ----------
+    config : Config, optional
+        What to run (default: the full configuration); ``overrides`` replace its fields.
+    progress : text stream, optional
+        Where to write one line per case (the command line passes ``sys.stderr``).
+
+    Returns
+    -------
+    dict
+        The document described in :mod:`pylucid.bench` (JSON-ready).
+    """
+    config = replace(config or Config(), **overrides)
+    for field_name, allowed in (("kinds", KINDS), ("dtypes", DTYPES), ("impls", ALL_IMPLS)):
+        unknown = set(getattr(config, field_name)) - set(allowed)
+        if unknown:
+            raise ValueError(f"unknown {field_name} {sorted(unknown)}; choose from {allowed}")
+    ops = _resolve_ops(config.ops)
+    libs = load_libraries(config.impls)
+    started = time.perf_counter()
+    previous = _set_threads(config.threads, libs.torch)
+    try:
+        doc: dict[str, Any] = {
+            "schema": SCHEMA,
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "config": json.loads(json.dumps(asdict(config))),  # tuples as lists, as in JSON
+            "environment": environment(libs),
+            "skipped": dict(libs.skipped),
+        }
+        doc["config"]["ops"] = list(ops)
+        total = len(ops) * len(config.dtypes) * len(config.sizes) * len(config.kinds)
+        bar = _Progress(progress, total)
+        bar.note("measuring the copy bandwidth ...")
+        doc["bandwidth"] = copy_bandwidth(config.threads, config.bandwidth_bytes)
+        doc["environment"]["numba_threading_layer"] = numba.threading_layer()
+        bar.note(
+            f"copy bandwidth with {doc['bandwidth']['threads']} threads: "
+            f"{doc['bandwidth']['gbps']:.1f} GB/s (read + write)"
+        )
+        doc["results"], doc["errors"], doc["missing"] = _run_cases(config, ops, libs, bar)
+        doc["bandwidth_end"] = copy_bandwidth(config.threads, config.bandwidth_bytes)
+        # Other processes only ever lower a measurement: the higher one is the machine's.
+        doc["copy_gbps"] = max(doc["bandwidth"]["gbps"], doc["bandwidth_end"]["gbps"])
+        for row in doc["results"]:
+            row["bandwidth_fraction"] = row["gbps"] / doc["copy_gbps"]
+        if config.jit:
+            bar.note(f"measuring the JIT cost of {next(iter(ops))} in fresh processes ...")
+            try:
+                doc["jit"] = jit_cost(next(iter(ops)), config.jit_warm_runs)
+            except (RuntimeError, subprocess.SubprocessError) as exc:  # keep the timings
+                doc["jit"] = {"op": next(iter(ops)), "error": str(exc)}
+                bar.note(f"the JIT probe failed: {exc}")
+        else:
+            doc["jit"] = None
+        doc["environment"]["load_average_end"] = (
+            list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+        )
+        doc["elapsed_s"] = time.perf_counter() - started
+    finally:
+        numba.set_num_threads(previous[0])
+        if libs.torch is not None:
+            libs.torch.set_num_threads(previous[1])
+    return doc
+
+
+def _run_cases(
+    config: Config, ops: dict[str, Any], libs: Any, bar: _Progress
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    results: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    missing: dict[tuple[str, str, str], str] = {}
+    for op in ops.values():
+        for dtype in config.dtypes:
+            for size in config.sizes:
+                inputs = make_inputs(op, dtype, size)
+                for kind in config.kinds:
+                    where = {"kind": kind, "op": op.name, "dtype": dtype, "size": size}
+                    bar.start(f"{kind} {op.name} {dtype} {format_size(size)}")
+                    try:
+                        calls, absent = build_case(kind, op, dtype, inputs, config.impls, libs)
+                    except Exception as exc:  # a broken op is reported, not fatal
+                        errors.append({**where, "impl": "setup", "error": f"{exc!r}"})
+                        bar.finish(f"setup failed: {exc!r}")
+                        continue
+                    for impl, why in absent.items():
+                        missing.setdefault((kind, op.name, impl), why)
+                    if not calls:
+                        bar.finish("nothing to time")
+                        continue
+                    measured, failed = measure(calls, config.timer)
+                    del calls
+                    gc.collect()
+                    errors += [{**where, "impl": impl, "error": e} for impl, e in failed.items()]
+                    rows = _rows(where, case_bytes(kind, op, inputs), measured)
+                    results += rows
+                    bar.finish("  ".join(f"{r['impl']} {format_time(r['median_s'])}" for r in rows))
+                del inputs
+                gc.collect()
+    listed = [
+        {"kind": kind, "op": name, "impl": impl, "reason": why}
+        for (kind, name, impl), why in missing.items()
+    ]
+    return results, errors, listed
+
+
+def _rows(where: dict[str, Any], nbytes: int, measured: dict[str, Any]) -> list[dict[str, Any]]:
+    baselines = {name: measured[name].median_s for name in ("numpy", "torch") if name in measured}
+    rows = []
+    for impl, m in measured.items():
+        gbps = nbytes / m.median_s / 1e9
+        rows.append(
+            {
+                **where,
+                "impl": impl,
+                "bytes": nbytes,
+                "median_s": m.median_s,
+                "min_s": m.min_s,
+                "number": m.number,
+                "repeats": len(m.samples_s),
+                "samples_s": m.samples_s,
+                "gbps": gbps,
+                "bandwidth_fraction": None,  # set once the copy bandwidth is final
+                "vs_numpy": baselines["numpy"] / m.median_s if "numpy" in baselines else None,
+                "vs_torch": baselines["torch"] / m.median_s if "torch" in baselines else None,
+            }
+        )
+    return rows
