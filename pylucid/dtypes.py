@@ -22,8 +22,6 @@ float64                                                    float64
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import ml_dtypes
 import numpy as np
 
@@ -45,9 +43,8 @@ __all__ = [
 _BOOL, _INT, _FLOAT = 0, 1, 2
 
 
-@dataclass(frozen=True, eq=False)
 class DType:
-    """A tensor element type.
+    """A tensor element type (one instance per type: compare with ``is``).
 
     Attributes
     ----------
@@ -57,26 +54,22 @@ class DType:
         The NumPy dtype used for CPU storage.
     category : int
         0 bool, 1 integer, 2 floating: the first key of type promotion.
+    itemsize : int
+        Bytes per element.
+    is_floating_point : bool
+        Whether the type is a floating-point type (only these can require grad).
+    is_half : bool
+        Whether the type is a 16-bit float (float16 or bfloat16).
     """
 
-    name: str
-    numpy: np.dtype
-    category: int
+    __slots__ = ("name", "numpy", "category", "itemsize", "is_floating_point", "is_half")
 
-    @property
-    def itemsize(self) -> int:
-        """Bytes per element."""
-        return self.numpy.itemsize
-
-    @property
-    def is_floating_point(self) -> bool:
-        """Whether the type is a floating-point type (only these can require grad)."""
-        return self.category == _FLOAT
-
-    @property
-    def is_half(self) -> bool:
-        """Whether the type is a 16-bit float (float16 or bfloat16)."""
-        return self.category == _FLOAT and self.itemsize == 2
+    def __init__(self, name: str, numpy: np.dtype, category: int) -> None:
+        # Plain attributes, not properties: ops read them on every call.
+        self.name, self.numpy, self.category = name, numpy, category
+        self.itemsize = numpy.itemsize
+        self.is_floating_point = category == _FLOAT
+        self.is_half = self.is_floating_point and self.itemsize == 2
 
     def __repr__(self) -> str:
         return f"pylucid.{self.name}"

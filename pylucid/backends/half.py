@@ -46,14 +46,14 @@ def _half_aware(
 ) -> Callable[..., Any]:
     @functools.wraps(primitive)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        dtype = kwargs["dtype"] if "dtype" in kwargs else args[dtype_index]
+        dtype = args[dtype_index] if len(args) > dtype_index else kwargs["dtype"]
         if not dtype.is_half:
             return primitive(self, *args, **kwargs)
         args = [conversion.widen_all(a) for a in args]
-        if "dtype" in kwargs:
-            kwargs["dtype"] = float32
-        else:
+        if len(args) > dtype_index:
             args[dtype_index] = float32
+        else:
+            kwargs["dtype"] = float32
         kwargs = {k: conversion.widen_all(v) for k, v in kwargs.items()}
         return conversion.narrow(primitive(self, *args, **kwargs), dtype)
 

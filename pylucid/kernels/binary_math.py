@@ -17,6 +17,8 @@ import math
 
 from numba.extending import register_jitable
 
+from pylucid.kernels import simd_math
+
 
 # -- pow ---------------------------------------------------------------------------------------
 @register_jitable
@@ -63,7 +65,7 @@ def pow_grad_b(a, y, g):
     ``y = pow(±0, b)`` is finite exactly when ``b >= 0`` (0 or 1; inf for b < 0, nan for a nan
     b), so the mask is read from ``y`` and the kernel needs only ``a``, ``y`` and ``g``.
     """
-    return g * (0.0 if a == 0 and math.isfinite(y) else y * math.log(a))
+    return g * (0.0 if a == 0 and math.isfinite(y) else y * simd_math.log(a))
 
 
 # -- atan2 -------------------------------------------------------------------------------------

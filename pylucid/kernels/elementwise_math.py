@@ -25,6 +25,7 @@ import math
 import numba
 from numba.extending import register_jitable
 
+from pylucid.kernels import simd_math
 from pylucid.kernels.scalar import LN2, fma
 
 #: ln 10, 1/sqrt(2), 2/sqrt(pi), 1/sqrt(2 pi) and sqrt(2/pi) to 21 significant digits.
@@ -41,7 +42,7 @@ GELU_KAPPA = 0.044715
 @register_jitable
 def exp(x):
     """y = e^x."""
-    return math.exp(x)
+    return simd_math.exp(x)
 
 
 @register_jitable
@@ -53,7 +54,7 @@ def exp_grad(y, g):
 @register_jitable
 def exp2(x):
     """y = 2^x."""
-    return math.exp2(x)
+    return simd_math.exp2(x)
 
 
 @register_jitable
@@ -65,7 +66,7 @@ def exp2_grad(y, g):
 @register_jitable
 def expm1(x):
     """y = e^x - 1."""
-    return math.expm1(x)
+    return simd_math.expm1(x)
 
 
 @register_jitable
@@ -77,13 +78,13 @@ def expm1_grad(y, g):
 @register_jitable
 def log(x):
     """y = ln x."""
-    return math.log(x)
+    return simd_math.log(x)
 
 
 @register_jitable
 def log10(x):
     """y = log10 x."""
-    return math.log10(x)
+    return simd_math.log10(x)
 
 
 @register_jitable
@@ -107,7 +108,7 @@ def log_base_grad(x, g, ln_base):
 @register_jitable
 def log1p(x):
     """y = ln(1 + x)."""
-    return math.log1p(x)
+    return simd_math.log1p(x)
 
 
 @register_jitable
@@ -301,19 +302,19 @@ def leaky_relu_grad(x, g, slope):
 @register_jitable
 def elu(x, alpha):
     """y = x if x > 0 else alpha (e^x - 1)."""
-    return x if x > 0 else alpha * math.expm1(x)
+    return x if x > 0 else alpha * simd_math.expm1(x)
 
 
 @register_jitable
 def elu_grad(x, g, alpha):
     """dL/dx = g if x > 0 else g alpha e^x."""
-    return g if x > 0 else g * alpha * math.exp(x)
+    return g if x > 0 else g * alpha * simd_math.exp(x)
 
 
 @register_jitable
 def sigmoid(x):
     """y = 1 / (1 + e^-x): e^-x overflows to inf for x << 0, giving the exact limit 0."""
-    return 1.0 / (1.0 + math.exp(-x))
+    return 1.0 / (1.0 + simd_math.exp(-x))
 
 
 @register_jitable
@@ -329,7 +330,7 @@ def softplus(x, beta, threshold):
     z = x * beta
     if z > threshold:
         return x
-    return ((z if z > 0 else 0.0) + math.log1p(math.exp(-abs(z)))) / beta
+    return ((z if z > 0 else 0.0) + simd_math.log1p(simd_math.exp(-abs(z)))) / beta
 
 
 @register_jitable
@@ -337,19 +338,19 @@ def softplus_grad(x, g, params):
     """dL/dx = g sigmoid(beta x), and g where beta x > threshold; ``params`` is
     ``(beta, threshold)``."""
     z = x * params[0]
-    return g if z > params[1] else g / (1.0 + math.exp(-z))
+    return g if z > params[1] else g / (1.0 + simd_math.exp(-z))
 
 
 @register_jitable
 def silu(x):
     """y = x sigmoid(x) = x / (1 + e^-x)."""
-    return x / (1.0 + math.exp(-x))
+    return x / (1.0 + simd_math.exp(-x))
 
 
 @register_jitable
 def silu_grad(x, g):
     """dL/dx = g s (1 + x (1 - s)) with s = sigmoid(x)."""
-    s = 1.0 / (1.0 + math.exp(-x))
+    s = 1.0 / (1.0 + simd_math.exp(-x))
     return g * s * (1.0 + x * (1.0 - s))
 
 
@@ -363,7 +364,7 @@ def gelu(x):
 def gelu_grad(x, g):
     """dL/dx = g (Phi(x) + x phi(x)), phi(x) = e^(-x^2/2) / sqrt(2 pi)."""
     cdf = 0.5 * (1.0 + math.erf(x * SQRT1_2))
-    return g * (cdf + x * INV_SQRT_2PI * math.exp(-0.5 * x * x))
+    return g * (cdf + x * INV_SQRT_2PI * simd_math.exp(-0.5 * x * x))
 
 
 @register_jitable
@@ -390,7 +391,7 @@ def erf(x):
 @register_jitable
 def erf_grad(x, g):
     """dL/dx = g 2 e^(-x^2) / sqrt(pi)."""
-    return g * TWO_OVER_SQRTPI * math.exp(-x * x)
+    return g * TWO_OVER_SQRTPI * simd_math.exp(-x * x)
 
 
 @register_jitable

@@ -118,9 +118,14 @@ class ElementwiseKernel:
         """Apply the scalar function elementwise into a new (or the given) array of ``shape``."""
         if out is None:
             out = np.empty(shape, dtype=out_dtype)
-        flat = [a.reshape(-1) if isinstance(a, np.ndarray) else a for a in operands]
         loop = self._parallel if out.size >= PARALLEL_THRESHOLD else self._serial
-        loop(*flat, out.reshape(-1))
+        if len(shape) == 1:  # already flat: skip the reshapes (a tiny op's main cost here)
+            loop(*operands, out)
+        else:
+            loop(
+                *[a.reshape(-1) if isinstance(a, np.ndarray) else a for a in operands],
+                out.reshape(-1),
+            )
         return out
 
     def __repr__(self) -> str:

@@ -10,11 +10,11 @@ computed in float64 and rounded once when stored.
 
 from __future__ import annotations
 
-import math
-
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, register_jitable
+
+from pylucid.kernels import simd_math
 
 #: ln 2 as the float64 nearest to it (the literal PyTorch's derivatives.yaml writes as
 #: ``0.6931471805599453``; equal to ``math.log(2.0)``).
@@ -41,7 +41,7 @@ def fma(typingctx, a, b, c):
 @register_jitable
 def log2(x):
     """y = log2(x)."""
-    return math.log2(x)
+    return simd_math.log2(x)
 
 
 @register_jitable

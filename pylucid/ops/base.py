@@ -237,11 +237,20 @@ class UnaryOp(Op):
 
     input_names = ("x",)
 
+    @classmethod
+    def output_shape(cls, shapes: Sequence[Shape], **params: Any) -> Shape:
+        return shapes[0]
+
 
 class BinaryOp(Op):
     """An elementwise op of tensors ``a`` and ``b`` with NumPy broadcasting."""
 
     input_names = ("a", "b")
+
+    @classmethod
+    def output_shape(cls, shapes: Sequence[Shape], **params: Any) -> Shape:
+        a, b = shapes
+        return a if a == b else broadcast_shapes(cls.schema_v1.name, a, b)
 
 
 class ReduceOp(Op):
