@@ -8,7 +8,7 @@ Tensor class knows no op.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -16,9 +16,23 @@ import numpy as np
 from pylucid.backends.base import Backend
 from pylucid.dtypes import DType, as_dtype, default_float
 from pylucid.graph import engine
-from pylucid.graph.node import AccumulateGrad, Node
+from pylucid.graph.node import AccumulateGrad, Node, RemovableHandle
 
-__all__ = ["Tensor"]
+__all__ = ["Tensor", "VersionCounter"]
+
+
+class VersionCounter:
+    """How many in-place changes a tensor's memory has seen; shared by views of it, so a
+    node that saved any of them notices a change through another."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def bump(self) -> None:
+        """Record one in-place change."""
+        self.value += 1
 
 
 class Tensor:
@@ -36,6 +50,11 @@ class Tensor:
         "_grad",
         "grad_fn",
         "_accumulator",
+        "_version",
+        "_view_of",
+        "_hooks",
+        "_post_accumulate_hooks",
+        "_retains_grad",
         "__weakref__",
     )
     # NumPy scalars and arrays on the left of an operator defer to Tensor's reflected method.
@@ -58,6 +77,11 @@ class Tensor:
         self._grad = None
         self.grad_fn = None
         self._accumulator = None
+        self._version = VersionCounter()
+        self._view_of = None
+        self._hooks: list[Callable[[Tensor], Tensor | None]] = []
+        self._post_accumulate_hooks: list[Callable[[Tensor], None]] = []
+        self._retains_grad = False
         if requires_grad:
             self.requires_grad_(True)
         return self
@@ -177,13 +201,77 @@ class Tensor:
             self._accumulator = weakref.ref(accumulator)
         return accumulator
 
-    def _accumulate_grad(self, grad: Any) -> None:
-        if self._grad is None:
-            self._grad = Tensor._make(self._backend.clone(grad), self._backend, self._dtype)
+    def _wrap_grad(self, storage: Any) -> Tensor:
+        """A gradient storage of this tensor as a Tensor outside the graph."""
+        return Tensor._make(storage, self._backend, self._dtype)
+
+    def _accumulate_grad(self, grad: Any, owned: bool = False) -> None:
+        """Add a gradient (storage, or a Tensor when backward records a graph) into .grad;
+        ``owned``: no one else holds the storage, so it becomes .grad without a copy."""
+        if isinstance(grad, Tensor):  # create_graph: .grad keeps the graph of its values
+            self._grad = grad if self._grad is None else self._grad + grad
+        elif self._grad is None:
+            private = owned and self._backend.is_private(grad)
+            self._grad = self._wrap_grad(grad if private else self._backend.clone(grad))
         else:
             self._grad._storage = self._grad._storage + grad
+            self._grad._version.bump()
+        for hook in list(self._post_accumulate_hooks):
+            hook(self)
 
-    def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
+    # -- hooks ------------------------------------------------------------------------------
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Call ``hook(grad)`` whenever the gradient of this tensor is computed; a returned
+        tensor replaces the gradient. Returns a handle whose ``remove()`` unregisters it.
+
+        On a leaf the hook runs before the gradient is accumulated into ``.grad``.
+        """
+        if not self._requires_grad:
+            raise RuntimeError(
+                "register_hook: cannot register a hook on a tensor that does not require grad"
+            )
+        hooks = self._hooks if self.grad_fn is None else self.grad_fn.pre_hooks
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> RemovableHandle:
+        """On a leaf: call ``hook(tensor)`` after each backward has accumulated into ``.grad``
+        (an optimizer step per parameter, for example)."""
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "register_post_accumulate_grad_hook: only leaf tensors accumulate gradients"
+            )
+        self._post_accumulate_hooks.append(hook)
+        return RemovableHandle(self._post_accumulate_hooks, hook)
+
+    def retain_grad(self) -> None:
+        """Keep the gradient of this non-leaf tensor in ``.grad`` after backward (a leaf
+        always keeps it)."""
+        if self.grad_fn is None:
+            return
+        if not self._retains_grad:
+            self._retains_grad = True
+
+            def keep(grad: Tensor) -> None:
+                copy = grad if grad.requires_grad else grad._clone_storage()
+                self._grad = copy if self._grad is None else self._grad + copy
+
+            self.grad_fn.pre_hooks.append(keep)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether :meth:`retain_grad` was called on this non-leaf tensor."""
+        return self._retains_grad
+
+    def _clone_storage(self) -> Tensor:
+        return Tensor._make(self._backend.clone(self._storage), self._backend, self._dtype)
+
+    def backward(
+        self,
+        gradient: Tensor | None = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+    ) -> None:
         """Accumulate the gradient of this tensor into the ``.grad`` of every leaf.
 
         Parameters
@@ -191,14 +279,19 @@ class Tensor:
         gradient : Tensor, optional
             The gradient of some loss with respect to this tensor; required unless it has
             exactly one element.
-        retain_graph : bool
-            Keep the graph's saved values for another backward.
+        retain_graph : bool, optional
+            Keep the graph's saved values for another backward (default: ``create_graph``).
+        create_graph : bool
+            Record the backward pass so the gradients can be differentiated again.
         """
-        engine.backward([self], [gradient], retain_graph=retain_graph)
+        engine.backward([self], [gradient], retain_graph, create_graph)
 
     def detach(self) -> Tensor:
-        """A tensor sharing this one's storage, cut from the graph."""
-        return Tensor._make(self._storage, self._backend, self._dtype)
+        """A tensor sharing this one's storage (and version counter), cut from the graph."""
+        detached = Tensor._make(self._storage, self._backend, self._dtype)
+        detached._version = self._version
+        detached._view_of = self
+        return detached
 
     # -- conversion -------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:

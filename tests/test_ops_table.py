@@ -4,6 +4,8 @@
   float64 (rtol 1e-12: the kernels compute in float64 and differ from NumPy only by libm);
 - gradients: the full Jacobian from backward against float64 central differences, on both
   backends (every upstream one-hot vector, so non-uniform upstream gradients are covered);
+- second derivatives: the create_graph gradient (with a random cotangent) against finite
+  differences of itself (gradgradcheck);
 - numba and mlx agree; non-contiguous inputs give the same result as contiguous ones;
 - completeness: every registered public op has a record.
 """
@@ -61,6 +63,19 @@ def test_gradcheck_float64(info, shapes, device, rng) -> None:
         for a in info.sample(rng, shapes)
     ]
     assert pl.graph.gradcheck(info.call, inputs, **info.gradcheck_kwargs)
+
+
+@pytest.mark.parametrize(("info", "shapes"), CASES)
+def test_gradgradcheck_float64(info, shapes, device, rng) -> None:
+    """Second derivatives: the create_graph gradient against finite differences of itself."""
+    _skip_unsupported(info, device)
+    if not pl.ops.get_schema(info.name).differentiable:
+        pytest.skip(f"{info.name} has no gradient by definition")
+    inputs = [
+        pl.tensor(a, dtype=pl.float64, device=device, requires_grad=True)
+        for a in info.sample(rng, shapes)
+    ]
+    assert pl.graph.gradgradcheck(info.call, inputs, **info.gradcheck_kwargs)
 
 
 @pytest.mark.skipif(MLX_MISSING, reason="needs both backends; mlx is not installed")

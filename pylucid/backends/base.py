@@ -83,6 +83,10 @@ class Backend(Protocol):
     def clone(self, a: Storage) -> Storage:
         """A copy of ``a`` that shares no memory with it."""
 
+    def is_private(self, a: Storage) -> bool:
+        """Whether ``a`` owns its memory outright (no view of other storage), so a tensor can
+        take it without a copy when no one else holds it."""
+
     # -- primitives ------------------------------------------------------------------------
     def log2(self, a: Storage, shape: Shape, dtype: DType) -> Storage:
         """Elementwise base-2 logarithm."""

@@ -2,7 +2,8 @@
 
 The order is Kahn's algorithm over the nodes reachable from the roots (iterative, so a chain
 of any length works without recursion): a node runs once every node that feeds it a gradient
-has run, with the sum of those gradients.
+has run, with the sum of those gradients. Gradients are backend storage, or Tensors recorded
+by differentiable ops when ``create_graph`` asks for a graph of the backward pass itself.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pylucid.graph.node import Node
+from pylucid.graph.anomaly import check_gradients
+from pylucid.graph.grad_mode import set_grad_enabled
+from pylucid.graph.node import AccumulateGrad, Node
 
-__all__ = ["backward", "run_backward"]
+__all__ = ["backward", "grad", "run_backward"]
 
 
 def _dependencies(roots: Sequence[Node]) -> dict[Node, int]:
@@ -31,35 +34,98 @@ def _dependencies(roots: Sequence[Node]) -> dict[Node, int]:
     return counts
 
 
-def run_backward(roots: Sequence[tuple[Node, Any]], retain_graph: bool = False) -> None:
+def _leading_to(roots: Sequence[Node], targets: set[Node]) -> set[Node]:
+    """The nodes reachable from ``roots`` from which a node of ``targets`` is reachable."""
+    counts = _dependencies(roots)
+    ready = [n for n in roots if counts.get(n, 0) == 0]
+    topological = []
+    while ready:  # a topological order, so children are decided before their parents
+        node = ready.pop()
+        topological.append(node)
+        for child in node.next_edges:
+            if child is not None:
+                counts[child] -= 1
+                if counts[child] == 0:
+                    ready.append(child)
+    needed = set()
+    for node in reversed(topological):
+        if node in targets or any(c in needed for c in node.next_edges if c is not None):
+            needed.add(node)
+    return needed
+
+
+def run_backward(
+    roots: Sequence[tuple[Node, Any]],
+    retain_graph: bool = False,
+    create_graph: bool = False,
+    capture: Sequence[Node] | None = None,
+) -> dict[Node, Any]:
     """Propagate gradients from ``roots`` (pairs of node and the gradient of its output).
 
-    Gradients are backend storage and are summed with ``+``. Unless ``retain_graph``, each
-    node frees its saved values once it has run.
+    Parameters
+    ----------
+    roots : sequence of (Node, gradient)
+    retain_graph : bool
+        Keep the saved values; otherwise each node frees them once it has run.
+    create_graph : bool
+        Gradients are Tensors computed by recorded ops (differentiable).
+    capture : sequence of Node, optional
+        Return the gradient arriving at each of these nodes instead of accumulating into
+        leaves; only the nodes leading to them run.
+
+    Returns
+    -------
+    dict
+        The captured gradients by node (empty without ``capture``).
     """
     pending: dict[Node, Any] = {}
-    for node, grad in roots:
-        pending[node] = pending[node] + grad if node in pending else grad
+    shared: set[int] = set()  # ids of gradient storages someone else may hold
+    for node, g in roots:
+        shared.add(id(g))
+        pending[node] = pending[node] + g if node in pending else g
     dependencies = _dependencies(list(pending))
+    targets = set(capture or ())
+    needed = _leading_to(list(pending), targets) if capture is not None else None
+    captured: dict[Node, Any] = {}
     ready = [node for node in pending if dependencies.get(node, 0) == 0]
-    while ready:
-        node = ready.pop()
-        grad = pending.pop(node, None)
-        input_grads = node.backward(grad) if grad is not None else (None,) * len(node.next_edges)
-        if not retain_graph:
-            node.release()
-        for child, child_grad in zip(node.next_edges, input_grads):
-            if child is None:
+    with set_grad_enabled(create_graph):
+        while ready:
+            node = ready.pop()
+            g = pending.pop(node, None)
+            if g is not None and node.pre_hooks:
+                g = node.run_pre_hooks(g)
+            if node in targets:
+                captured[node] = g
+            skip = g is None or (needed is not None and node not in needed)
+            if isinstance(node, AccumulateGrad):
+                if not skip and capture is None:
+                    node.accumulate(g, owned=create_graph or id(g) not in shared)
                 continue
-            if child_grad is not None:
-                pending[child] = pending[child] + child_grad if child in pending else child_grad
-            dependencies[child] -= 1
-            if dependencies[child] == 0:
-                ready.append(child)
+            outputs = (None,) * len(node.next_edges)
+            if not skip:
+                outputs = node.backward_graph(g) if create_graph else node.backward(g)
+                check_gradients(node, outputs)
+                if not retain_graph:
+                    node.release()
+            routed = [id(o) for o in outputs if o is not None]
+            if len(set(routed)) < len(routed) or id(g) in routed:
+                shared.update(routed)  # the same storage goes to several places
+            for child, child_grad in zip(node.next_edges, outputs):
+                if child is None:
+                    continue
+                if child_grad is not None:
+                    if child in pending:
+                        pending[child] = pending[child] + child_grad
+                    else:
+                        pending[child] = child_grad
+                dependencies[child] -= 1
+                if dependencies[child] == 0:
+                    ready.append(child)
+    return captured
 
 
-def _seed(tensor: Any, gradient: Any, index: int) -> Any:
-    """The storage of the gradient that starts backward from ``tensor``."""
+def _seed(tensor: Any, gradient: Any, index: int, create_graph: bool) -> Any:
+    """The gradient that starts backward from ``tensor``: storage, or a Tensor in graph mode."""
     if gradient is None:
         if tensor.numel() != 1:
             raise RuntimeError(
@@ -67,7 +133,8 @@ def _seed(tensor: Any, gradient: Any, index: int) -> Any:
                 f"element, but tensors[{index}] has shape {tensor.shape}; pass gradient= "
                 f"(a tensor of that shape)"
             )
-        return tensor._backend.full(tensor.shape, 1.0, tensor.dtype)
+        seed = tensor._backend.full(tensor.shape, 1.0, tensor.dtype)
+        return tensor._wrap_grad(seed) if create_graph else seed
     if tuple(gradient.shape) != tuple(tensor.shape):
         raise RuntimeError(
             f"backward: gradient of shape {tuple(gradient.shape)} does not match "
@@ -78,13 +145,39 @@ def _seed(tensor: Any, gradient: Any, index: int) -> Any:
             f"backward: gradient is on {gradient.device!r} but tensors[{index}] is on "
             f"{tensor.device!r}"
         )
+    if create_graph:
+        return gradient if gradient.dtype is tensor.dtype else gradient.to(tensor.dtype)
     return tensor._backend.cast(gradient._storage, tensor.dtype)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _roots(
+    op: str, tensors: list[Any], grad_tensors: Any, create_graph: bool
+) -> list[tuple[Node, Any]]:
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    grad_tensors = _as_list(grad_tensors)
+    if len(grad_tensors) != len(tensors):
+        raise RuntimeError(f"{op}: got {len(grad_tensors)} gradients for {len(tensors)} tensors")
+    roots = []
+    for index, (tensor, gradient) in enumerate(zip(tensors, grad_tensors)):
+        if not tensor.requires_grad:
+            raise RuntimeError(
+                f"{op}: tensors[{index}] does not require grad and has no grad_fn "
+                f"(was it computed under no_grad, or from tensors without requires_grad?)"
+            )
+        roots.append((tensor._grad_edge(), _seed(tensor, gradient, index, create_graph)))
+    return roots
 
 
 def backward(
     tensors: Any | Sequence[Any],
     grad_tensors: Any | Sequence[Any] | None = None,
-    retain_graph: bool = False,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
 ) -> None:
     """Accumulate into the ``.grad`` of every leaf the sum of gradients of ``tensors``.
 
@@ -95,8 +188,12 @@ def backward(
     grad_tensors : Tensor, sequence of (Tensor or None), or None
         The gradient of some loss with respect to each output; None for a one-element output
         means 1.
-    retain_graph : bool
-        Keep the saved values so that backward can run through the graph again.
+    retain_graph : bool, optional
+        Keep the saved values so that backward can run through the graph again (default:
+        ``create_graph``).
+    create_graph : bool
+        Record the backward pass, so that the gradients are differentiable (higher-order
+        gradients); the leaves' ``.grad`` then carry a graph.
 
     Raises
     ------
@@ -104,20 +201,56 @@ def backward(
         If an output does not require grad, a gradient is missing for a non-scalar output,
         or a gradient's shape or device does not match its output.
     """
-    if not isinstance(tensors, (list, tuple)):
-        tensors = [tensors]
-    if grad_tensors is None or not isinstance(grad_tensors, (list, tuple)):
-        grad_tensors = [grad_tensors] * len(tensors)
-    if len(grad_tensors) != len(tensors):
-        raise RuntimeError(
-            f"backward: got {len(grad_tensors)} gradients for {len(tensors)} tensors"
-        )
-    roots = []
-    for index, (tensor, gradient) in enumerate(zip(tensors, grad_tensors)):
-        if not tensor.requires_grad:
+    roots = _roots("backward", _as_list(tensors), grad_tensors, create_graph)
+    retain = create_graph if retain_graph is None else retain_graph
+    run_backward(roots, retain_graph=retain, create_graph=create_graph)
+
+
+def grad(
+    outputs: Any | Sequence[Any],
+    inputs: Any | Sequence[Any],
+    grad_outputs: Any | Sequence[Any] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool = False,
+) -> tuple[Any, ...]:
+    """The gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
+
+    Parameters
+    ----------
+    outputs, inputs : Tensor or sequence of Tensor
+    grad_outputs : Tensor, sequence of (Tensor or None), or None
+        As ``grad_tensors`` of :func:`backward`.
+    retain_graph : bool, optional
+        Default: ``create_graph``.
+    create_graph : bool
+        Make the returned gradients differentiable.
+    allow_unused : bool
+        Return None for an input the outputs do not depend on, instead of raising.
+
+    Returns
+    -------
+    tuple of (Tensor or None)
+        One gradient per input.
+    """
+    inputs = _as_list(inputs)
+    for index, x in enumerate(inputs):
+        if not x.requires_grad:
+            raise RuntimeError(f"grad: inputs[{index}] does not require grad")
+    roots = _roots("grad", _as_list(outputs), grad_outputs, create_graph)
+    edges = [x._grad_edge() for x in inputs]
+    retain = create_graph if retain_graph is None else retain_graph
+    captured = run_backward(roots, retain, create_graph, capture=edges)
+    results = []
+    for index, (x, edge) in enumerate(zip(inputs, edges)):
+        g = captured.get(edge)
+        if g is None and not allow_unused:
             raise RuntimeError(
-                f"backward: tensors[{index}] does not require grad and has no grad_fn "
-                f"(was it computed under no_grad, or from tensors without requires_grad?)"
+                f"grad: inputs[{index}] (shape {x.shape}) was not used to compute the outputs;"
+                f" pass allow_unused=True to get None for it"
             )
-        roots.append((tensor._grad_edge(), _seed(tensor, gradient, index)))
-    run_backward(roots, retain_graph=retain_graph)
+        if g is None:
+            results.append(None)
+        else:
+            results.append(g if create_graph else x._wrap_grad(g))
+    return tuple(results)

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from pylucid.graph.engine import backward
-from pylucid.graph.grad_mode import enable_grad, no_grad
+from pylucid.graph.engine import backward, grad
+from pylucid.graph.grad_mode import enable_grad, set_grad_enabled
 
-__all__ = ["GradcheckError", "gradcheck"]
+__all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
 
 
 class GradcheckError(AssertionError):
@@ -29,7 +29,7 @@ def _with_values(template: Any, values: np.ndarray) -> Any:
 
 
 def _numerical_jacobians(
-    fn: Callable[..., Any], inputs: list[Any], index: int, eps: float
+    fn: Callable[..., Any], inputs: list[Any], index: int, eps: float, record: bool = False
 ) -> list[np.ndarray]:
     """d(each output)/d(inputs[index]) by central differences: one (out.size, in.size) each."""
     base = inputs[index].numpy().astype(np.float64)
@@ -41,11 +41,13 @@ def _numerical_jacobians(
             shifted.reshape(-1)[k] += step
             args = list(inputs)
             args[index] = _with_values(inputs[index], shifted)
-            with no_grad():
+            if record:  # the function differentiates inside: keep its input differentiable
+                args[index].requires_grad_(inputs[index].requires_grad)
+            with set_grad_enabled(record):
                 evaluated.append([o.numpy().astype(np.float64) for o in _as_outputs(fn(*args))])
         columns.append([((p - m) / (2 * eps)).reshape(-1) for p, m in zip(*evaluated)])
     if not columns:  # an empty input: every Jacobian has zero columns
-        with no_grad():
+        with set_grad_enabled(record):
             return [np.zeros((o.numel(), 0)) for o in _as_outputs(fn(*inputs))]
     return [np.stack([c[o] for c in columns], axis=1) for o in range(len(columns[0]))]
 
@@ -58,6 +60,7 @@ def gradcheck(
     atol: float = 1e-5,
     rtol: float = 1e-3,
     raise_exception: bool = True,
+    _record: bool = False,
 ) -> bool:
     """Check the gradients of ``fn`` at ``inputs`` against finite differences.
 
@@ -96,7 +99,7 @@ def gradcheck(
     with enable_grad():
         outputs = _as_outputs(fn(*leaves))
     for i in checked:
-        numerical = _numerical_jacobians(fn, inputs, i, eps)
+        numerical = _numerical_jacobians(fn, inputs, i, eps, _record)
         for o, output in enumerate(outputs):
             analytical = np.zeros_like(numerical[o])
             if output.requires_grad:
@@ -121,3 +124,52 @@ def gradcheck(
                     raise GradcheckError(message)
                 return False
     return True
+
+
+def gradgradcheck(
+    fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    *,
+    seed: int = 0,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+) -> bool:
+    """Check second derivatives: the gradient of ``fn`` (a vector-Jacobian product with a
+    fixed random cotangent ``v``), computed with ``create_graph=True``, is itself checked by
+    :func:`gradcheck` against finite differences of it.
+
+    Parameters are those of :func:`gradcheck`; ``seed`` draws ``v`` (non-uniform, so every
+    output element weighs differently).
+    """
+    inputs = list(inputs)
+    checked = [i for i, x in enumerate(inputs) if x.requires_grad]
+    with enable_grad():
+        outputs = _as_outputs(fn(*inputs))
+    rng = np.random.default_rng(seed)
+    cotangents = [
+        _with_values(o, rng.uniform(0.5, 1.5, size=o.shape) * rng.choice([-1, 1], size=o.shape))
+        for o in outputs
+    ]
+
+    def first_derivative(*xs: Any) -> tuple[Any, ...]:
+        with enable_grad():
+            grads = grad(
+                _as_outputs(fn(*xs)),
+                [xs[i] for i in checked],
+                cotangents,
+                create_graph=True,
+                allow_unused=True,
+            )
+        return tuple(g if g is not None else xs[i] * 0.0 for g, i in zip(grads, checked))
+
+    return gradcheck(
+        first_derivative,
+        inputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+        _record=True,
+    )

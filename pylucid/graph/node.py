@@ -7,43 +7,98 @@ into gradients of its inputs; it knows no op by name. Op nodes subclass :class:`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Node", "AccumulateGrad", "SavedValues", "FreedGraphError"]
+__all__ = [
+    "AccumulateGrad",
+    "FreedGraphError",
+    "InplaceModifiedError",
+    "Node",
+    "RemovableHandle",
+    "SavedValues",
+]
 
 
 class FreedGraphError(RuntimeError):
     """Backward reached a node whose saved values were freed by an earlier backward."""
 
 
+class InplaceModifiedError(RuntimeError):
+    """A value a node saved for backward was modified in place after it was saved."""
+
+
+class RemovableHandle:
+    """Returned by hook registrations: :meth:`remove` unregisters the hook."""
+
+    def __init__(self, hooks: list[Callable[..., Any]], hook: Callable[..., Any]) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        """Unregister the hook (a second call does nothing)."""
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
 class SavedValues:
     """The values a node saved for backward, by name; freed after backward.
 
-    Reading a value after :meth:`release` raises :class:`FreedGraphError` naming the node.
+    Each value is backend storage; an input's :class:`~pylucid.tensor.Tensor` is kept beside
+    it with its version at save time, so that :meth:`tensor` can give it back for
+    differentiable gradient formulas and every read can check that it was not modified in
+    place since. Reading after :meth:`release` raises :class:`FreedGraphError` naming the
+    node.
     """
 
-    __slots__ = ("_owner", "_values")
+    __slots__ = ("_owner", "_values", "_tensors", "_versions")
 
-    def __init__(self, owner: str, values: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        owner: str,
+        values: dict[str, Any],
+        tensors: dict[str, Any],
+        counters: dict[str, Any],
+    ) -> None:
+        """``values``: storages by name; ``tensors``: the input Tensors among them;
+        ``counters``: the version counter of every saved value's memory."""
         self._owner = owner
         self._values: dict[str, Any] | None = values
+        self._tensors = tensors
+        self._versions = {name: (c, c.value) for name, c in counters.items()}
 
-    def __getattr__(self, name: str) -> Any:
-        values = self._values
-        if values is None:
+    def _check(self, name: str) -> None:
+        if self._values is None:
             raise FreedGraphError(
                 f"{self._owner}: trying to backward through the graph a second time, but its "
                 f"saved values were freed after the first backward; pass retain_graph=True to "
                 f"the first backward() to keep them"
             )
+        counter, saved_version = self._versions.get(name, (None, None))
+        if counter is not None and counter.value != saved_version:
+            shape = getattr(self._values.get(name), "shape", "?")
+            raise InplaceModifiedError(
+                f"{self._owner}: the tensor it saved as {name!r} (shape {tuple(shape)}) was "
+                f"modified by an in-place operation after the forward pass (version "
+                f"{saved_version} when saved, now {counter.value}); compute the gradient "
+                f"before modifying it, or modify a copy (x.clone())"
+            )
+
+    def __getattr__(self, name: str) -> Any:
+        self._check(name)
         try:
-            return values[name]
+            return self._values[name]
         except KeyError:
             raise AttributeError(f"{self._owner} saved no value named {name!r}") from None
+
+    def tensor(self, name: str) -> Any:
+        """The saved input ``name`` as the Tensor the op was called with."""
+        self._check(name)
+        return self._tensors[name]
 
     def release(self) -> None:
         """Drop the references to the saved values."""
         self._values = None
+        self._tensors = {}
 
     @property
     def released(self) -> bool:
@@ -59,9 +114,15 @@ class Node:
     next_edges : tuple of (Node or None)
         For each input of the forward op, the node its gradient flows to (None where the
         input needs no gradient).
+    pre_hooks : list of callable
+        Hooks of the tensor this node produced (``Tensor.register_hook``): each is called
+        with the gradient of that tensor before the node runs and may return a replacement.
     """
 
     next_edges: tuple[Node | None, ...] = ()
+
+    def __init__(self) -> None:
+        self.pre_hooks: list[Callable[[Any], Any]] = []
 
     @property
     def name(self) -> str:
@@ -69,8 +130,29 @@ class Node:
         return type(self).__name__
 
     def backward(self, grad: Any) -> tuple[Any, ...]:
-        """Map the gradient of the output to one gradient (or None) per edge."""
+        """Map the gradient of the output (backend storage) to one gradient per edge."""
         raise NotImplementedError(f"{self.name} does not define backward")
+
+    def backward_graph(self, grad: Any) -> tuple[Any, ...]:
+        """As :meth:`backward`, with Tensors and differentiable ops (``create_graph``)."""
+        raise NotImplementedError(
+            f"{self.name} has no differentiable gradient formula, so backward with "
+            f"create_graph=True cannot differentiate through it"
+        )
+
+    def as_tensor(self, grad: Any) -> Any:
+        """The gradient storage as a Tensor (for hooks)."""
+        raise NotImplementedError(f"{self.name} cannot show its gradient as a tensor")
+
+    def run_pre_hooks(self, grad: Any) -> Any:
+        """Call the hooks on the incoming gradient (storage, or a Tensor in graph mode)."""
+        as_tensor = not hasattr(grad, "_storage")
+        value = self.as_tensor(grad) if as_tensor else grad
+        for hook in list(self.pre_hooks):
+            replaced = hook(value)
+            if replaced is not None:
+                value = replaced
+        return value._storage if as_tensor else value
 
     def release(self) -> None:
         """Free what was saved for backward (called by the engine unless retain_graph)."""
@@ -83,8 +165,14 @@ class AccumulateGrad(Node):
     """The sink of a leaf tensor: adds the incoming gradient into ``variable.grad``."""
 
     def __init__(self, variable: Any) -> None:
+        super().__init__()
         self.variable = variable
+        self.pre_hooks = variable._hooks
 
-    def backward(self, grad: Any) -> tuple[Any, ...]:
-        self.variable._accumulate_grad(grad)
-        return ()
+    def as_tensor(self, grad: Any) -> Any:
+        return self.variable._wrap_grad(grad)
+
+    def accumulate(self, grad: Any, owned: bool) -> None:
+        """Add ``grad`` into ``variable.grad``; ``owned``: no one else holds this storage, so
+        it can become ``.grad`` without a copy."""
+        self.variable._accumulate_grad(grad, owned)

@@ -35,6 +35,10 @@ class AddBackward(BinaryOp):
     def grad_formula(self, g: Any) -> tuple[Any, Any]:
         return g, g
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor, Tensor]:
+        return g, g
+
+
 
 class SubBackward(BinaryOp):
     r"""Autograd node for :math:`y = a - b`; saves nothing.
@@ -51,6 +55,10 @@ class SubBackward(BinaryOp):
     def grad_formula(self, g: Any) -> tuple[Any, Any]:
         needs_a, needs_b = self.needs_input_grad
         return g, self.backend.neg(g, self.shape, self.dtype) if needs_b else None
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor, Tensor]:
+        return g, -g
+
 
 
 class MulBackward(BinaryOp):
@@ -72,6 +80,14 @@ class MulBackward(BinaryOp):
             be.mul(g, saved.b, self.shape, self.dtype) if needs_a else None,
             be.mul(g, saved.a, self.shape, self.dtype) if needs_b else None,
         )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        needs_a, needs_b = self.needs_input_grad
+        return (
+            g * self.saved_tensor("b") if needs_a else None,
+            g * self.saved_tensor("a") if needs_b else None,
+        )
+
 
 
 class DivBackward(BinaryOp):
@@ -97,6 +113,15 @@ class DivBackward(BinaryOp):
             be.div(g, saved.b, self.shape, self.dtype) if needs_a else None,
             be.div_backward_b(saved.a, saved.b, g, self.shape, self.dtype) if needs_b else None,
         )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        needs_a, needs_b = self.needs_input_grad
+        b = self.saved_tensor("b")
+        return (
+            g / b if needs_a else None,
+            -g * self.saved_tensor("a") / (b * b) if needs_b else None,
+        )
+
 
 
 @binary_operator("add")

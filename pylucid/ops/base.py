@@ -20,6 +20,7 @@ import numpy as np
 
 from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType, default_float, promote_types
+from pylucid.graph.anomaly import creation_site
 from pylucid.graph.grad_mode import is_grad_enabled
 from pylucid.graph.node import Node, SavedValues
 from pylucid.ops.schema import OpSchema, register_op, resolve_dtypes
@@ -51,6 +52,17 @@ def sum_to(backend: Backend, grad: Any, grad_shape: Shape, shape: Shape) -> Any:
     if axes:
         grad = backend.sum(grad, axes, False, backend.dtype(grad))
     return backend.reshape(grad, shape)
+
+
+def sum_to_tensor(grad: Tensor, shape: Shape) -> Tensor:
+    """:func:`sum_to` with differentiable ops, for gradients that carry a graph."""
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, size in enumerate(shape) if size == 1 and grad.shape[lead + i] != 1
+    )
+    if axes:
+        grad = grad.sum(axis=axes)
+    return grad.reshape(shape)
 
 
 def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> Backend:
@@ -180,8 +192,7 @@ class Op(Node):
             and any(t.requires_grad for t in inputs)
         ):
             node = cls()
-            node._record(backend, inputs, storages, out, shape, dtype, params)
-            node.rounded_result = result_storage is not out
+            node._record(backend, inputs, storages, out, result, dtype, params)
             result._set_grad_fn(node)
         return result
 
@@ -191,25 +202,76 @@ class Op(Node):
         inputs: Sequence[Tensor],
         storages: Sequence[Any],
         out: Any,
-        shape: Shape,
+        result: Tensor,
         dtype: DType,
         params: dict[str, Any],
     ) -> None:
+        super().__init__()
         for key, value in params.items():
             setattr(self, key, value)
         self.backend = backend
-        self.shape, self.dtype = shape, dtype
+        self.shape, self.dtype, self.output_dtype = result.shape, dtype, result.dtype
+        self.rounded_result = result._storage is not out
         self.input_shapes = tuple(t.shape for t in inputs)
         self.input_dtypes = tuple(t.dtype for t in inputs)
         self.next_edges = tuple(t._grad_edge() if t.requires_grad else None for t in inputs)
-        values = dict(zip(self.input_names, storages))
-        values["result"] = out
-        self.saved = SavedValues(self.name, {k: values[k] for k in self.schema_v1.saved})
+        self.creation_site = creation_site()
+        saved = self.schema_v1.saved
+        by_name = dict(zip(self.input_labels(len(inputs)), zip(storages, inputs)))
+        values = {k: by_name[k][0] for k in saved if k != "result"}
+        tensors = {k: by_name[k][1] for k in saved if k != "result"}
+        counters = {k: t._version for k, t in tensors.items()}
+        if "result" in saved:
+            values["result"] = out
+            counters["result"] = result._version
+        self.saved = SavedValues(self.name, values, tensors, counters)
 
     @property
     def needs_input_grad(self) -> tuple[bool, ...]:
         """For each input, whether its gradient is needed."""
         return tuple(edge is not None for edge in self.next_edges)
+
+    def saved_tensor(self, name: str) -> Tensor:
+        """A saved value as a Tensor in the graph, in the compute dtype, for
+        :meth:`grad_graph`: an input as the op received it (cast differentiably if the op
+        computed in another dtype), or ``"result"`` as this node's own output."""
+        if name == "result":
+            result = Tensor._make(self.saved.result, self.backend, self.dtype)
+            result._set_grad_fn(self)
+            return result
+        tensor = self.saved.tensor(name)
+        return tensor if tensor.dtype is self.dtype else tensor.to(self.dtype)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, ...]:
+        """The gradients of the inputs as pylucid ops on Tensors (so they are differentiable),
+        from the output gradient ``g`` (in the compute dtype). Used by backward with
+        ``create_graph=True``; the broadcast and dtype are undone by :meth:`backward_graph`."""
+        raise NotImplementedError(
+            f"{self.name}: no differentiable gradient formula, so backward with "
+            f"create_graph=True cannot differentiate through {self.schema_v1.name}"
+        )
+
+    def backward_graph(self, grad: Tensor) -> tuple[Tensor | None, ...]:
+        if grad.dtype is not self.dtype:
+            grad = grad.to(self.dtype)
+        results = []
+        for g, needed, shape, dtype in zip(
+            self.grad_graph(grad), self.needs_input_grad, self.input_shapes, self.input_dtypes
+        ):
+            if g is None or not needed:
+                results.append(None)
+                continue
+            if g.shape != shape:
+                g = sum_to_tensor(g, shape)
+            results.append(g if g.dtype is dtype else g.to(dtype))
+        return tuple(results)
+
+    def as_tensor(self, grad: Any) -> Tensor:
+        return Tensor._make(grad, self.backend, self.output_dtype)
+
+    def all_finite(self, grad: Any) -> bool:
+        storage = grad._storage if isinstance(grad, Tensor) else grad
+        return bool(np.isfinite(self.backend.to_numpy(storage)).all())
 
     def backward(self, grad: Any) -> tuple[Any, ...]:
         if self.rounded_result:  # FORCE_FP32 outside autocast: g has the half output dtype

@@ -36,6 +36,10 @@ class ToDtypeBackward(UnaryOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (g,)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (g,)
+
+
 
 class ToDeviceBackward(UnaryOp):
     r"""Autograd node for a copy to another backend :math:`y = x` on ``target``.
@@ -55,6 +59,10 @@ class ToDeviceBackward(UnaryOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.from_numpy(self.target.to_numpy(g), self.dtype),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (g.to(self.backend.name),)
+
 
 
 def to_dtype(x: Tensor, dtype: DType) -> Tensor:

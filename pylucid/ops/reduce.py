@@ -100,6 +100,10 @@ class SumBackward(ReduceOp):
         be = self.backend
         return (be.broadcast_to(be.reshape(g, self._keepdims_shape()), self.input_shapes[0]),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (g.reshape(self._keepdims_shape()).broadcast_to(self.input_shapes[0]),)
+
+
 
 class MeanBackward(ReduceOp):
     r"""Autograd node for :math:`y = \frac{1}{n}\sum_{i \in \text{axes}} x_i`, where
@@ -125,6 +129,12 @@ class MeanBackward(ReduceOp):
         count = math.prod(self.input_shapes[0][i] for i in self.axes)
         scaled = be.div(g, count, self.shape, self.dtype)
         return (be.broadcast_to(be.reshape(scaled, self._keepdims_shape()), self.input_shapes[0]),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        count = math.prod(self.input_shapes[0][i] for i in self.axes)
+        scaled = g / count
+        return (scaled.reshape(self._keepdims_shape()).broadcast_to(self.input_shapes[0]),)
+
 
 
 class ProdBackward(ReduceOp):

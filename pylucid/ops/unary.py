@@ -112,6 +112,10 @@ class LogBase(PointwiseOp):
         lo = self.ln_base_lo
         return (be.log_base_backward(x, g, self.ln_base, lo, self.shape, self.dtype),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (g / (self.saved_tensor("x") * self.ln_base),)
+
+
 
 class Log2Backward(LogBase):
     r"""Autograd node for :math:`y = \log_2 x`; saves the input ``x``.
@@ -183,6 +187,10 @@ class NegBackward(UnaryOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.neg(g, self.shape, self.dtype),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (-g,)
+
+
 
 class PowScalarBackward(UnaryOp):
     r"""Autograd node for :math:`y = x^p` with a Python-number exponent ``p``; saves ``x``.
@@ -217,6 +225,12 @@ class PowScalarBackward(UnaryOp):
                 self.saved.x, g, self.exponent, self.shape, self.dtype
             ),
         )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        if self.exponent == 0:
+            return (g * 0.0,)
+        return (g * self.exponent * self.saved_tensor("x") ** (self.exponent - 1),)
+
 
 
 log2 = unary_wrapper(Log2Backward)

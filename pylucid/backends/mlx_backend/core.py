@@ -95,6 +95,9 @@ class MLXCore:
     def clone(self, a: Any) -> Any:
         return a  # mx.array values are immutable: sharing one is safe.
 
+    def is_private(self, a: Any) -> bool:
+        return True  # immutable: no one can change it under a tensor that takes it
+
     # -- elementwise ------------------------------------------------------------------------
     def _operands(self, dtype: DType, *operands: Any) -> list[Any]:
         mx = self.mx

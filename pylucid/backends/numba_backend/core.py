@@ -79,6 +79,9 @@ class NumbaCore:
     def clone(self, a: np.ndarray) -> np.ndarray:
         return np.array(a, copy=True)
 
+    def is_private(self, a: np.ndarray) -> bool:
+        return bool(a.flags.owndata and a.flags.writeable)
+
     # -- elementwise ------------------------------------------------------------------------
     def _unary(self, kernel, a, shape, dtype):
         return kernel(_operand(a, shape, dtype.numpy), shape=shape, out_dtype=dtype.numpy)

@@ -1,0 +1,60 @@
+"""Anomaly detection: a NaN or inf produced by a backward raises, naming the node and where
+its forward op was called."""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from contextlib import ContextDecorator
+from typing import Any
+
+__all__ = ["AnomalyError", "detect_anomaly", "is_anomaly_enabled", "creation_site"]
+
+_local = threading.local()
+
+
+class AnomalyError(RuntimeError):
+    """A backward produced a NaN or inf while anomaly detection was on."""
+
+
+def is_anomaly_enabled() -> bool:
+    """Whether :func:`detect_anomaly` is active in this thread."""
+    return getattr(_local, "enabled", False)
+
+
+class detect_anomaly(ContextDecorator):  # noqa: N801  (named like torch.autograd's)
+    """Context manager and decorator: record where each op was called, and raise
+    :class:`AnomalyError` when a backward node produces a NaN or inf gradient. Slow: use it
+    to find a bug, not in training."""
+
+    def __init__(self) -> None:
+        self._previous: list[bool] = []
+
+    def __enter__(self) -> detect_anomaly:
+        self._previous.append(is_anomaly_enabled())
+        _local.enabled = True
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _local.enabled = self._previous.pop()
+
+
+def creation_site() -> str | None:
+    """The caller's stack outside pylucid, as text, when anomaly detection is on."""
+    if not is_anomaly_enabled():
+        return None
+    frames = [f for f in traceback.extract_stack()[:-1] if "/pylucid/" not in f.filename]
+    return "".join(traceback.format_list(frames[-3:]))
+
+
+def check_gradients(node: Any, gradients: tuple[Any, ...]) -> None:
+    """Raise :class:`AnomalyError` if anomaly detection is on and a gradient is not finite."""
+    if not is_anomaly_enabled():
+        return
+    for index, g in enumerate(gradients):
+        if g is not None and not node.all_finite(g):
+            site = getattr(node, "creation_site", None) or "(not recorded)\n"
+            raise AnomalyError(
+                f"{node.name} returned a gradient with nan or inf for its input {index}; "
+                f"its forward op was called at:\n{site}"
+            )
