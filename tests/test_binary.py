@@ -358,3 +358,76 @@ def test_non_contiguous_views_give_the_contiguous_result(call):
         # pl.tensor copies: MLX cannot take the negative strides of b_view (reported).
         other = call(pl.tensor(a_view, device="gpu"), pl.tensor(b_view, device="gpu"))
         np.testing.assert_allclose(other.numpy(), packed.numpy(), rtol=RTOL["float64"])
+
+
+# -- create_graph: the differentiable formulas (grad_graph) -------------------------------------
+_GRID_A, _GRID_B = (v.ravel() for v in np.meshgrid(SPECIAL, SPECIAL, indexing="ij"))
+_TIES = np.array([-2.0, -1.0, 0.0, 1.0, 2.0, NAN, INF, -INF])
+_TIES_A, _TIES_B = (v.ravel() for v in np.meshgrid(_TIES, _TIES, indexing="ij"))
+_RANDOM = np.random.default_rng(7).uniform(0.25, 3.0, size=(2, 3, 4))
+GRAPH_CASES = {
+    "pow-special": (pl.pow, _GRID_A, _GRID_B),
+    "pow-random": (pl.pow, _RANDOM[0], _RANDOM[1] - 1.5),
+    "pow-broadcast": (pl.pow, _RANDOM[0], _RANDOM[1, 0] - 1.5),
+    "atan2-special": (pl.atan2, _GRID_A, _GRID_B),
+    "atan2-random": (pl.atan2, _RANDOM[0] - 1.5, _RANDOM[1] - 1.5),
+    "maximum-ties": (pl.maximum, _TIES_A, _TIES_B),
+    "maximum-broadcast": (pl.maximum, np.array([[1.0], [2.0], [NAN]]), np.array([1.0, 2.0, 3.0])),
+    "minimum-ties": (pl.minimum, _TIES_A, _TIES_B),
+    "minimum-broadcast": (pl.minimum, np.array([[1.0], [2.0], [NAN]]), np.array([1.0, 2.0, 3.0])),
+    "where": (lambda a, b: pl.where(a > b, a, b), _TIES_A, _TIES_B),
+    "where-broadcast": (lambda a, b: pl.where(a > 1.5, a, b), _RANDOM[0], _RANDOM[1, 0]),
+}
+
+
+def _first_derivatives(f, arrays, wanted, device, create_graph):
+    """The gradients of sum(v * f) for the inputs flagged in ``wanted`` (v fixed, random)."""
+    xs = [
+        pl.tensor(a, dtype=pl.float64, device=device, requires_grad=w)
+        for a, w in zip(arrays, wanted)
+    ]
+    out = f(*xs)
+    v = np.random.default_rng(3).uniform(0.5, 1.5, size=out.shape)
+    seed = pl.tensor(v * np.where(np.arange(v.size).reshape(v.shape) % 2, -1, 1), device=device)
+    grads = pl.graph.grad(out, [x for x in xs if x.requires_grad], seed, create_graph=create_graph)
+    return [g.numpy() for g in grads]
+
+
+@pytest.mark.parametrize("wanted", [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize(("f", "a", "b"), GRAPH_CASES.values(), ids=GRAPH_CASES.keys())
+def test_create_graph_first_derivatives_match_the_fused_kernels(device, f, a, b, wanted):
+    """grad_graph mirrors grad_formula: ties (g/2), nan, pow's masks at a == 0 / b == 0."""
+    fused = _first_derivatives(f, (a, b), wanted, device, create_graph=False)
+    graph = _first_derivatives(f, (a, b), wanted, device, create_graph=True)
+    for got, expected in zip(graph, fused):
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0)
+        zero = expected == 0
+        np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(expected[zero]))
+
+
+def test_masked_branches_leak_no_nan_into_second_derivatives(device):
+    """pow at 0 ** 0 and 0 ** 2: the masked gradients are constant 0, so are their slopes
+    (only d(grad_a)/da = b (b - 1) a^(b - 2) = 2 at 0 ** 2 is not masked)."""
+    a = pl.tensor([0.0, 0.0], dtype=pl.float64, device=device, requires_grad=True)
+    b = pl.tensor([0.0, 2.0], dtype=pl.float64, device=device, requires_grad=True)
+    grad_a, grad_b = pl.graph.grad(pl.pow(a, b).sum(), [a, b], create_graph=True)
+    assert grad_a.tolist() == [0.0, 0.0] and grad_b.tolist() == [0.0, 0.0]
+    second = pl.graph.grad((grad_a + grad_b).sum(), [a, b])
+    assert [s.tolist() for s in second] == [[0.0, 2.0], [0.0, 0.0]]
+
+
+def test_every_differentiable_op_of_the_family_has_a_graph_formula():
+    ops = [pl.ops.get_op(name) for name in pl.ops.list_ops()]
+    family = [op for op in ops if op.__module__ == "pylucid.ops.binary"]
+    assert {op.schema_v1.name for op in family} == {"pow", "atan2", "maximum", "minimum", "where"}
+    for op in family:
+        assert op.grad_graph is not pl.ops.Op.grad_graph, op.__name__
+
+
+def test_an_op_without_a_graph_formula_refuses_create_graph(device, monkeypatch):
+    monkeypatch.delattr(pl.ops.MaximumBackward, "grad_graph")
+    a = pl.tensor([1.0, 2.0], dtype=pl.float64, device=device, requires_grad=True)
+    out = pl.maximum(a, 1.5).sum()
+    with pytest.raises(NotImplementedError, match="create_graph=True cannot differentiate"):
+        pl.graph.grad(out, [a], create_graph=True)
+    assert pl.graph.grad(out, [a])[0].tolist() == [0.0, 1.0]  # the fused path still works

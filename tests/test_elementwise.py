@@ -18,7 +18,7 @@ import pytest
 import pylucid as pl
 from pylucid.opinfo.elementwise import RECORDS
 from pylucid.ops.schema import AmpPolicy
-from pylucid.ops.unary import LogBase
+from pylucid.ops.unary import LogBase, PointwiseOp
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -340,6 +340,50 @@ BAD_CALLS = [
 def test_bad_arguments_raise_clear_errors(name, call, error, message, device):
     with pytest.raises(error, match=f"^{message}"):
         call(pl.tensor([1.0, 2.0], device=device))
+
+
+# -- create_graph gradients -------------------------------------------------------------------
+GRAPH_CALLS = [pytest.param(info.call, id=info.name) for info in RECORDS]
+GRAPH_CALLS += [pytest.param(lambda x: pl.gelu(x, approximate="tanh"), id="gelu_tanh")]
+GRAPH_CALLS += [pytest.param(lambda x: pl.clamp(x, max=0.5), id="clamp_max")]
+
+
+@pytest.mark.parametrize("call", GRAPH_CALLS)
+def test_create_graph_gradient_matches_fused(call, device, rng):
+    """The differentiable formula (``grad_graph``) gives the fused kernel's first derivative,
+    special values and kinks included (relu'(0) = 0, clamp's inclusive bounds, NaN)."""
+    x_np = np.concatenate([rng.uniform(-3, 3, 12), SPECIAL, [-1.0, 2.0, 0.5, 0.1, -0.1]])
+    g = pl.tensor(rng.uniform(0.5, 1.5, x_np.size) * rng.choice([-1, 1], x_np.size), device=device)
+    with np.errstate(all="ignore"):
+        grads = []
+        for create_graph in (False, True):
+            x = pl.tensor(x_np, dtype=pl.float64, device=device, requires_grad=True)
+            (dx,) = pl.graph.grad(call(x), x, g, create_graph=create_graph)
+            grads.append(dx.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, atol=1e-15, equal_nan=True)
+
+
+def test_gelu_tanh_second_derivative(device, rng):
+    x = pl.tensor(rng.uniform(-4, 4, (3, 4)), dtype=pl.float64, device=device, requires_grad=True)
+    assert pl.graph.gradgradcheck(lambda t: pl.gelu(t, approximate="tanh"), [x])
+
+
+def test_every_op_has_a_graph_gradient(device):
+    """Every op of the family has a differentiable formula; a pointwise op without one
+    (``gradient = None``) refuses create_graph, naming the op."""
+    for name in NAMES:
+        cls = pl.ops.get_op(name)
+        if issubclass(cls, PointwiseOp) and cls.grad_graph is PointwiseOp.grad_graph:
+            assert cls.gradient is not None, name
+        else:
+            assert cls.grad_graph is not pl.ops.Op.grad_graph, name
+
+    class NoFormula(pl.ops.ExpBackward):  # not registered: it declares no schema_v1
+        gradient = None
+
+    x = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="cannot differentiate through exp"):
+        pl.graph.grad(NoFormula.apply(x).sum(), x, create_graph=True)
 
 
 # -- MLX float64 accuracy ---------------------------------------------------------------------

@@ -394,3 +394,95 @@ def test_backends_agree_in_float32(op, rng: np.random.Generator) -> None:
     # Two float32 implementations, each within a few ULP of the exact value.
     np.testing.assert_allclose(y_cpu, y_gpu, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g_cpu, g_gpu, rtol=1e-4, atol=1e-5)
+
+
+# -- create_graph: the differentiable formulas (grad_graph) ---------------------------------
+_R = np.random.default_rng(11).uniform(-2, 2, size=(3, 4, 5))
+_ZEROS = np.array([[2.0, 3.0, 4.0], [2.0, 0.0, 4.0], [0.0, 3.0, 0.0], [-0.0, 3.0, 7.0]])
+_TIES_NAN = np.array([[1.0, 3.0, 3.0, -1.0], [2.0, 2.0, 2.0, 2.0], [1.0, np.nan, 3.0, np.nan]])
+_HUGE = np.array([[1e4, -1e4, 0.0], [-1e4, -1e4, -1e4], [1e4, 1e4, 0.0], [0.0, -np.inf, 1.0]])
+_INF_ROWS = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [np.nan, 1.0], [1.0, 2.0]])
+GRAPH_CASES = {
+    "prod-zeros-rows": (lambda t: pl.prod(t, axis=1), _ZEROS),
+    "prod-zeros-columns": (lambda t: pl.prod(t, axis=0, keepdims=True), _ZEROS),
+    "prod-zeros-all": (pl.prod, _ZEROS[:2]),
+    "prod-random-axes": (lambda t: pl.prod(t, axis=(0, 2)), _R),
+    "prod-seventeen": (pl.prod, np.append(_R[0, 0, :], np.linspace(0.5, 2, 12))),
+    "prod-one-element": (lambda t: pl.prod(t, axis=1), _R[:, :1, 0]),
+    "prod-empty-axis": (lambda t: pl.prod(t, axis=1), np.zeros((3, 0))),
+    "prod-0d": (pl.prod, np.array(2.5)),
+    "max-ties-nan": (lambda t: pl.max(t, axis=1), _TIES_NAN),
+    "max-all": (pl.max, _TIES_NAN[:2]),
+    "min-ties-nan": (lambda t: pl.amin(t, dim=1, keepdim=True), -_TIES_NAN),
+    "min-axes": (lambda t: pl.min(t, axis=(0, 2)), np.round(_R)),
+    "var-random": (lambda t: pl.var(t, axis=(0, 2)), _R),
+    "var-correction-0": (lambda t: pl.var(t, axis=-1, correction=0, keepdims=True), _R),
+    "var-too-few": (lambda t: pl.var(t, axis=1, correction=2), _R[:, :2, 0]),
+    "var-0d": (lambda t: pl.var(t, correction=0), np.array(2.5)),
+    "std-constant": (lambda t: pl.std(t, axis=1), np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 3.0]])),
+    "std-random": (lambda t: pl.std(t, axis=(0, 1), keepdims=True, correction=0), _R),
+    "std-too-few": (lambda t: pl.std(t, axis=1, correction=5), _R[:, :2, 0]),
+    "logsumexp-huge": (lambda t: pl.logsumexp(t, axis=1), _HUGE),
+    "logsumexp-inf": (lambda t: pl.logsumexp(t, axis=-1, keepdims=True), _INF_ROWS),
+    "logsumexp-axes": (lambda t: pl.logsumexp(t, axis=(0, 2)), _R),
+    "softmax-huge": (lambda t: pl.softmax(t, axis=1), _HUGE),
+    "softmax-axis-0": (lambda t: pl.softmax(t, 0), _R),
+    "softmax-0d": (pl.softmax, np.array(2.5)),
+    "log_softmax-huge": (lambda t: pl.log_softmax(t, axis=1), _HUGE),
+    "log_softmax-axis-1": (lambda t: pl.log_softmax(t, dim=1), _R),
+    "log_softmax-0d": (pl.log_softmax, np.array(2.5)),
+}
+
+
+def _first_derivative(fn, x_np: np.ndarray, device: str, create_graph: bool) -> np.ndarray:
+    x = pl.tensor(x_np, dtype=pl.float64, device=device, requires_grad=True)
+    y = fn(x)
+    v = np.random.default_rng(5).uniform(-1.5, 1.5, size=y.shape)
+    (grad,) = pl.graph.grad(y, [x], pl.tensor(v, device=device), create_graph=create_graph)
+    return grad.numpy()
+
+
+@pytest.mark.parametrize(("fn", "x_np"), GRAPH_CASES.values(), ids=GRAPH_CASES.keys())
+def test_create_graph_first_derivatives_match_the_fused_kernels(device: str, fn, x_np) -> None:
+    """grad_graph mirrors grad_formula: prod with zeros (no division), tie sharing and NaN
+    in max/min, std's 0 on a constant slice, n <= correction, infinite and huge inputs."""
+    fused = _first_derivative(fn, x_np, device, create_graph=False)
+    graph = _first_derivative(fn, x_np, device, create_graph=True)
+    assert graph.shape == fused.shape
+    np.testing.assert_allclose(graph, fused, rtol=1e-12, atol=0)
+
+
+def test_prod_second_derivatives_are_exact_with_zeros(device: str) -> None:
+    """d2 prod / dx_j dx_k is the product of the elements other than j and k."""
+    x_np = np.array([2.0, 0.0, 3.0, -0.5, 0.0, 4.0, 1.5])
+    x = pl.tensor(x_np, dtype=pl.float64, device=device, requires_grad=True)
+    (grad,) = pl.graph.grad(pl.prod(x), [x], create_graph=True)
+    for j in range(x_np.size):
+        (row,) = pl.graph.grad(grad[j], [x], retain_graph=True)
+        expected = [0.0 if k == j else np.prod(np.delete(x_np, [j, k])) for k in range(x_np.size)]
+        np.testing.assert_array_equal(row.numpy(), expected)
+
+
+def test_std_of_a_constant_slice_has_zero_second_derivatives(device: str) -> None:
+    x = pl.tensor([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]], dtype=pl.float64, device=device)
+    x.requires_grad_(True)
+    (grad,) = pl.graph.grad(pl.std(x, axis=1).sum(), [x], create_graph=True)
+    (second,) = pl.graph.grad((grad * grad).sum(), [x])
+    assert np.isfinite(second.numpy()).all()
+    np.testing.assert_array_equal(second.numpy()[0], [0.0, 0.0, 0.0])
+
+
+def test_every_differentiable_op_of_the_family_has_a_graph_formula() -> None:
+    modules = {"pylucid.ops.reduce", "pylucid.ops.softmax_family"}
+    ops = [pl.ops.get_op(name) for name in pl.ops.list_ops()]
+    family = [op for op in ops if op.__module__ in modules and op.schema_v1.differentiable]
+    assert len(family) == 10  # sum mean prod max min var std logsumexp softmax log_softmax
+    for op in family:
+        assert op.grad_graph is not pl.ops.Op.grad_graph, op.__name__
+
+
+def test_an_op_without_a_graph_formula_refuses_create_graph(device: str, monkeypatch) -> None:
+    monkeypatch.delattr(pl.ops.LogsumexpBackward, "grad_graph")
+    x = pl.tensor([1.0, 2.0], dtype=pl.float64, device=device, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="create_graph=True cannot differentiate"):
+        pl.graph.grad(pl.logsumexp(x), [x], create_graph=True)

@@ -23,6 +23,8 @@ from typing import Any
 from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType, bool_, result_type
 from pylucid.ops.base import UnaryOp
+from pylucid.ops.binary import where
+from pylucid.ops.elementwise_math import exp, tanh
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.unary import PointwiseOp
 from pylucid.ops.wrapping import dunder, is_number, require_tensor, tensor_method, unary_wrapper
@@ -56,6 +58,13 @@ __all__ = [
 _FP32 = AmpPolicy.FORCE_FP32
 _KEEP = AmpPolicy.KEEP_INPUT
 GELU_APPROXIMATIONS = ("none", "tanh")
+#: The constants of the fused kernels' gradients (2/sqrt(pi), 1/sqrt(2), 1/sqrt(2 pi),
+#: sqrt(2/pi) to 21 significant digits, and the tanh approximation's cubic coefficient).
+TWO_OVER_SQRTPI = 1.12837916709551257390
+SQRT1_2 = 0.70710678118654752440
+INV_SQRT_2PI = 0.39894228040143267794
+SQRT_2_OVER_PI = 0.79788456080286535588
+GELU_KAPPA = 0.044715
 
 
 def _number(op: str, name: str, value: Any) -> float:
@@ -75,6 +84,10 @@ class ReluBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="relu", amp_policy=_KEEP, saved=("result",))
 
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return where(y <= 0, 0.0, g)
+
 
 class LeakyReluBackward(UnaryOp):
     r"""Autograd node for :math:`y = x` if :math:`x > 0` else :math:`s x` (``negative_slope``
@@ -92,6 +105,9 @@ class LeakyReluBackward(UnaryOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         be, slope = self.backend, self.negative_slope
         return (be.leaky_relu_backward(self.saved.x, g, slope, self.shape, self.dtype),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (where(self.saved_tensor("x") > 0, g, g * self.negative_slope),)
 
 
 class EluBackward(UnaryOp):
@@ -113,6 +129,10 @@ class EluBackward(UnaryOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.elu_backward(self.saved.x, g, self.alpha, self.shape, self.dtype),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        x = self.saved_tensor("x")
+        return (where(x > 0, g, g * self.alpha * exp(x)),)
+
 
 class SigmoidBackward(PointwiseOp):
     r"""Autograd node for :math:`y = 1 / (1 + e^{-x})`; saves the result ``y``.
@@ -124,6 +144,10 @@ class SigmoidBackward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="sigmoid", amp_policy=_KEEP, saved=("result",), real_valued=True)
+
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return g * y * (1.0 - y)
 
 
 class SoftplusBackward(UnaryOp):
@@ -149,6 +173,10 @@ class SoftplusBackward(UnaryOp):
         be, x = self.backend, self.saved.x
         return (be.softplus_backward(x, g, self.beta, self.threshold, self.shape, self.dtype),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        z = self.saved_tensor("x") * self.beta
+        return (where(z > self.threshold, g, g * sigmoid(z)),)
+
 
 class SiluBackward(PointwiseOp):
     r"""Autograd node for :math:`y = x\, \sigma(x)` (SiLU, swish); saves ``x``.
@@ -157,6 +185,11 @@ class SiluBackward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="silu", amp_policy=_KEEP, saved=("x",), real_valued=True)
+
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        s = sigmoid(x)
+        return g * s * (1.0 + x * (1.0 - s))
 
 
 class GeluBackward(UnaryOp):
@@ -186,6 +219,16 @@ class GeluBackward(UnaryOp):
         be, x = self.backend, self.saved.x
         return (be.gelu_backward(x, g, self.approximate, self.shape, self.dtype),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        x = self.saved_tensor("x")
+        if self.approximate == "tanh":
+            x2 = x * x
+            t = tanh(SQRT_2_OVER_PI * (x + GELU_KAPPA * x2 * x))
+            du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_KAPPA * x2)
+            return (g * 0.5 * ((1.0 + t) + x * (1.0 - t * t) * du),)
+        cdf = 0.5 * (1.0 + erf(x * SQRT1_2))
+        return (g * (cdf + x * INV_SQRT_2PI * exp(-0.5 * x * x)),)
+
 
 class ErfBackward(PointwiseOp):
     r"""Autograd node for the error function :math:`y = \operatorname{erf} x`; saves ``x``.
@@ -194,6 +237,10 @@ class ErfBackward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="erf", amp_policy=_KEEP, saved=("x",), real_valued=True)
+
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return g * TWO_OVER_SQRTPI * exp(-x * x)
 
 
 class AbsBackward(PointwiseOp):
@@ -205,6 +252,10 @@ class AbsBackward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="abs", amp_policy=_KEEP, saved=("x",))
+
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return g * sign(x)
 
 
 class SignBackward(PointwiseOp):
@@ -222,6 +273,9 @@ class SignBackward(PointwiseOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.full(self.shape, 0.0, self.dtype),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (g * 0.0,)
 
 
 class ClampBackward(UnaryOp):
@@ -258,6 +312,14 @@ class ClampBackward(UnaryOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         be, x = self.backend, self.saved.x
         return (be.clamp_backward(x, g, self.low, self.high, self.shape, self.dtype),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        x = self.saved_tensor("x")  # NaN fails both comparisons: no gradient there
+        if self.low is not None:
+            g = where(x >= self.low, g, 0.0)
+        if self.high is not None:
+            g = where(x <= self.high, g, 0.0)
+        return (g,)
 
 
 relu = unary_wrapper(ReluBackward)

@@ -95,6 +95,22 @@ class PowBackward(BinaryOp):
             else None,
         )
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        # The masks of grad_formula (b's: a == 0 and b >= 0, which the fused kernel reads
+        # from the result). The masked branches are computed at safe values (exponent 1,
+        # base 1), so that the zero gradient where() sends them does not become 0 * inf = nan.
+        needs_a, needs_b = self.needs_input_grad
+        a, b = self.saved_tensor("a"), self.saved_tensor("b")
+        grad_a = grad_b = None
+        if needs_a:
+            flat = b == 0
+            grad_a = where(flat, 0.0, g * b * a ** where(flat, 1.0, b - 1))
+        if needs_b:
+            masked = where(a == 0, b >= 0, False)
+            slope = self.saved_tensor("result") * where(masked, 1.0, a).log()
+            grad_b = g * where(masked, 0.0, slope)
+        return grad_a, grad_b
+
 
 @binary_operator("pow")
 @tensor_method
@@ -145,11 +161,23 @@ class Atan2Backward(BinaryOp):
             be.atan2_backward_b(saved.a, saved.b, g, self.shape, self.dtype) if needs_b else None,
         )
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        needs_a, needs_b = self.needs_input_grad
+        a, b = self.saved_tensor("a"), self.saved_tensor("b")
+        norm = a * a + b * b
+        return (g * b / norm if needs_a else None, -g * a / norm if needs_b else None)
+
 
 @tensor_method
 def atan2(a: TensorLike, b: TensorLike) -> Tensor:
     """``atan2(a, b)`` with NumPy broadcasting; see :class:`Atan2Backward`."""
     return binary(Atan2Backward, a, b)
+
+
+def _tie_split(a: Tensor, b: Tensor, g: Tensor, losing: Tensor) -> Tensor:
+    """The gradient of maximum or minimum for one input, with pylucid ops: g/2 where
+    ``a == b``, else 0 where that input loses (``losing``), else g (so g at a nan)."""
+    return where(a == b, g * 0.5, where(losing, 0.0, g))
 
 
 class MaximumBackward(BinaryOp):
@@ -180,6 +208,14 @@ class MaximumBackward(BinaryOp):
         return (
             be.maximum_backward(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
             be.maximum_backward(saved.b, saved.a, g, self.shape, self.dtype) if needs_b else None,
+        )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        needs_a, needs_b = self.needs_input_grad
+        a, b = self.saved_tensor("a"), self.saved_tensor("b")
+        return (
+            _tie_split(a, b, g, a < b) if needs_a else None,
+            _tie_split(a, b, g, b < a) if needs_b else None,
         )
 
 
@@ -216,6 +252,14 @@ class MinimumBackward(BinaryOp):
         return (
             be.minimum_backward(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
             be.minimum_backward(saved.b, saved.a, g, self.shape, self.dtype) if needs_b else None,
+        )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        needs_a, needs_b = self.needs_input_grad
+        a, b = self.saved_tensor("a"), self.saved_tensor("b")
+        return (
+            _tie_split(a, b, g, a > b) if needs_a else None,
+            _tie_split(a, b, g, b > a) if needs_b else None,
         )
 
 
@@ -267,6 +311,15 @@ class WhereBackward(Op):
             None,
             be.where(condition, g, 0.0, self.shape, self.dtype) if needs_a else None,
             be.where(condition, 0.0, g, self.shape, self.dtype) if needs_b else None,
+        )
+
+    def grad_graph(self, g: Tensor) -> tuple[None, Tensor | None, Tensor | None]:
+        _, needs_a, needs_b = self.needs_input_grad
+        condition = self.saved.tensor("condition")  # bool: not cast to the compute dtype
+        return (
+            None,
+            where(condition, g, 0.0) if needs_a else None,
+            where(condition, 0.0, g) if needs_b else None,
         )
 
 

@@ -20,8 +20,9 @@ autocast runs in the input's dtype.
 from __future__ import annotations
 
 from pylucid.ops.schema import AmpPolicy, OpSchema
-from pylucid.ops.unary import PointwiseOp
+from pylucid.ops.unary import LN2, PointwiseOp
 from pylucid.ops.wrapping import unary_wrapper
+from pylucid.tensor import Tensor
 
 __all__ = [
     "AcosBackward",
@@ -73,6 +74,10 @@ class ExpBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="exp", amp_policy=_FP32, saved=("result",), real_valued=True)
 
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return g * y
+
 
 class Exp2Backward(PointwiseOp):
     r"""Autograd node for :math:`y = 2^x`; saves the result ``y``.
@@ -82,6 +87,10 @@ class Exp2Backward(PointwiseOp):
 
     schema_v1 = OpSchema(name="exp2", amp_policy=_KEEP, saved=("result",), real_valued=True)
 
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return g * y * LN2
+
 
 class Expm1Backward(PointwiseOp):
     r"""Autograd node for :math:`y = e^x - 1` (accurate near 0); saves the result ``y``.
@@ -90,6 +99,10 @@ class Expm1Backward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="expm1", amp_policy=_FP32, saved=("result",), real_valued=True)
+
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return g * (y + 1.0)
 
 
 class Log1pBackward(PointwiseOp):
@@ -102,6 +115,10 @@ class Log1pBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="log1p", amp_policy=_FP32, saved=("x",), real_valued=True)
 
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return g / (1.0 + x)
+
 
 class SqrtBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \sqrt{x}`; saves the result ``y``.
@@ -113,6 +130,10 @@ class SqrtBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="sqrt", amp_policy=_KEEP, saved=("result",), real_valued=True)
 
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return g / (2.0 * y)
+
 
 class RsqrtBackward(PointwiseOp):
     r"""Autograd node for :math:`y = 1 / \sqrt{x}`; saves the result ``y``.
@@ -121,6 +142,10 @@ class RsqrtBackward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="rsqrt", amp_policy=_FP32, saved=("result",), real_valued=True)
+
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return -0.5 * g * y * y * y
 
 
 class SquareBackward(PointwiseOp):
@@ -131,6 +156,10 @@ class SquareBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="square", amp_policy=_KEEP, saved=("x",))
 
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return 2.0 * g * x
+
 
 class ReciprocalBackward(PointwiseOp):
     r"""Autograd node for :math:`y = 1 / x`; saves the result ``y``.
@@ -139,6 +168,10 @@ class ReciprocalBackward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="reciprocal", amp_policy=_FP32, saved=("result",), real_valued=True)
+
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return -g * y * y
 
 
 # -- trigonometric and hyperbolic --------------------------------------------------------------
@@ -150,6 +183,10 @@ class SinBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="sin", amp_policy=_KEEP, saved=("x",), real_valued=True)
 
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return g * cos(x)
+
 
 class CosBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \cos x`; saves ``x``.
@@ -159,6 +196,10 @@ class CosBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="cos", amp_policy=_KEEP, saved=("x",), real_valued=True)
 
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return -g * sin(x)
+
 
 class TanBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \tan x`; saves the result ``y``.
@@ -167,6 +208,10 @@ class TanBackward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="tan", amp_policy=_FP32, saved=("result",), real_valued=True)
+
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return g * (1.0 + y * y)
 
 
 class AsinBackward(PointwiseOp):
@@ -179,6 +224,10 @@ class AsinBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="asin", amp_policy=_FP32, saved=("x",), real_valued=True)
 
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return g / sqrt(1.0 - x * x)
+
 
 class AcosBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \arccos x`; saves ``x``. Outside [-1, 1]: nan.
@@ -190,6 +239,10 @@ class AcosBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="acos", amp_policy=_FP32, saved=("x",), real_valued=True)
 
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return -g / sqrt(1.0 - x * x)
+
 
 class AtanBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \arctan x`; saves ``x``.
@@ -198,6 +251,10 @@ class AtanBackward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="atan", amp_policy=_KEEP, saved=("x",), real_valued=True)
+
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return g / (1.0 + x * x)
 
 
 class SinhBackward(PointwiseOp):
@@ -208,6 +265,10 @@ class SinhBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="sinh", amp_policy=_FP32, saved=("x",), real_valued=True)
 
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return g * cosh(x)
+
 
 class CoshBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \cosh x`; saves ``x``.
@@ -217,6 +278,10 @@ class CoshBackward(PointwiseOp):
 
     schema_v1 = OpSchema(name="cosh", amp_policy=_FP32, saved=("x",), real_valued=True)
 
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return g * sinh(x)
+
 
 class TanhBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \tanh x`; saves the result ``y``.
@@ -225,6 +290,10 @@ class TanhBackward(PointwiseOp):
     """
 
     schema_v1 = OpSchema(name="tanh", amp_policy=_KEEP, saved=("result",), real_valued=True)
+
+    @staticmethod
+    def gradient(y: Tensor, g: Tensor) -> Tensor:
+        return g * (1.0 - y * y)
 
 
 exp = unary_wrapper(ExpBackward)

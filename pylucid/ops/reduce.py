@@ -31,7 +31,9 @@ import numpy as np
 from pylucid.backends.base import Axes, Backend, Shape
 from pylucid.dtypes import DType, int64
 from pylucid.ops.base import Op, ReduceOp
+from pylucid.ops.binary import where
 from pylucid.ops.schema import AmpPolicy, OpSchema
+from pylucid.ops.shape import concatenate
 from pylucid.ops.wrapping import (
     is_number,
     normalize_axes,
@@ -104,7 +106,6 @@ class SumBackward(ReduceOp):
         return (g.reshape(self._keepdims_shape()).broadcast_to(self.input_shapes[0]),)
 
 
-
 class MeanBackward(ReduceOp):
     r"""Autograd node for :math:`y = \frac{1}{n}\sum_{i \in \text{axes}} x_i`, where
     :math:`n` is the number of elements reduced; saves nothing.
@@ -136,7 +137,6 @@ class MeanBackward(ReduceOp):
         return (scaled.reshape(self._keepdims_shape()).broadcast_to(self.input_shapes[0]),)
 
 
-
 class ProdBackward(ReduceOp):
     r"""Autograd node for :math:`y = \prod_{i \in \text{axes}} x_i`; saves ``x``.
 
@@ -145,8 +145,12 @@ class ProdBackward(ReduceOp):
     The product of the others is computed as an exclusive prefix product times an exclusive
     suffix product along each reduced slice - not as :math:`y / x_j` - so it is exact with
     one zero (only that element gets a nonzero gradient) and with several (every gradient
-    is 0). Integer and bool inputs multiply in int64, as in PyTorch; the product of no
-    elements is 1. AMP: FORCE_FP32 (PyTorch's autocast float32 list).
+    is 0). With ``create_graph=True`` the same two products come from Hillis-Steele scans
+    written with pylucid ops (:func:`_inclusive_products`: :math:`\lceil \log_2 n \rceil`
+    steps of three slices, a product and a concatenation), so higher derivatives are exact
+    with zeros too.
+    Integer and bool inputs multiply in int64, as in PyTorch; the product of no elements
+    is 1. AMP: FORCE_FP32 (PyTorch's autocast float32 list).
     """
 
     schema_v1 = OpSchema(name="prod", amp_policy=AmpPolicy.FORCE_FP32, saved=("x",))
@@ -166,6 +170,38 @@ class ProdBackward(ReduceOp):
         g = be.reshape(g, self._keepdims_shape())
         return (be.prod_backward(self.saved.x, g, self.axes, self.dtype),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        # Each reduced slice as a row; others_j = before_(j-1) * after_(j+1) from the
+        # inclusive prefix (before) and suffix (after) products, the ends taking one factor.
+        shape = self.input_shapes[0]
+        g = g.reshape(self._keepdims_shape())
+        n = math.prod(shape[i] for i in self.axes)
+        if n <= 1:  # no other elements: their product is 1
+            return (g.broadcast_to(shape),)
+        order = [i for i in range(len(shape)) if i not in self.axes] + list(self.axes)
+        moved = [shape[i] for i in order]
+        rows = self.saved_tensor("x").permute(order).reshape(math.prod(moved) // n, n)
+        before = _inclusive_products(rows, reverse=False)
+        after = _inclusive_products(rows, reverse=True)
+        pieces = [after[:, 1:2], before[:, : n - 2] * after[:, 2:], before[:, n - 2 : n - 1]]
+        others = concatenate([p for p in pieces if p.shape[1]], axis=1)
+        return (g * others.reshape(moved).permute(np.argsort(order).tolist()),)
+
+
+def _inclusive_products(rows: Tensor, reverse: bool) -> Tensor:
+    """The inclusive prefix products along the last axis of the 2-d ``rows`` (suffix
+    products if ``reverse``), by Hillis-Steele doubling: ceil(log2 n) steps of pylucid ops,
+    differentiable and exact with zeros."""
+    n, step = rows.shape[1], 1
+    while step < n:
+        if reverse:
+            pieces = [rows[:, : n - step] * rows[:, step:], rows[:, n - step :]]
+        else:
+            pieces = [rows[:, :step], rows[:, step:] * rows[:, : n - step]]
+        rows = concatenate(pieces, axis=1)
+        step *= 2
+    return rows
+
 
 class _ExtremumOp(ReduceOp):
     """max and min: refuse empty axes; the gradient goes to the selected elements."""
@@ -181,6 +217,13 @@ class _ExtremumOp(ReduceOp):
         be, keep = self.backend, self._keepdims_shape()
         result, g = be.reshape(self.saved.result, keep), be.reshape(g, keep)
         return (be.extremum_backward(self.saved.x, result, g, self.axes, self.dtype),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        keep = self._keepdims_shape()
+        x, result = self.saved_tensor("x"), self.saved_tensor("result").reshape(keep)
+        chosen = where(result != result, x != x, x == result)
+        count = chosen.sum(axis=self.axes, keepdims=True)
+        return (where(chosen, g.reshape(keep) / count, 0.0),)
 
 
 class MaxBackward(_ExtremumOp):
@@ -280,6 +323,11 @@ class _MomentOp(ReduceOp):
     ) -> Shape:
         return super().output_shape(shapes, axes=axes, keepdims=keepdims)
 
+    def _divisor(self) -> float:
+        """``max(0, n - correction)``, with ``n`` the number of elements reduced."""
+        excess = math.prod(self.input_shapes[0][i] for i in self.axes) - self.correction
+        return excess if excess > 0 else 0.0
+
 
 class VarBackward(_MomentOp):
     r"""Autograd node for :math:`y = \frac{1}{\max(0,\, n - c)} \sum_i (x_i - \bar x)^2` over
@@ -315,6 +363,12 @@ class VarBackward(_MomentOp):
         g = be.reshape(g, self._keepdims_shape())
         return (be.var_backward(self.saved.x, g, self.axes, self.correction, self.dtype),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        x = self.saved_tensor("x")
+        divisor = self._divisor()
+        k = g.reshape(self._keepdims_shape()) * (2.0 / divisor if divisor else math.inf)
+        return (k * (x - x.mean(axis=self.axes, keepdims=True)),)
+
 
 class StdBackward(_MomentOp):
     r"""Autograd node for :math:`y = \sqrt{\operatorname{var}(x)}` (see :class:`VarBackward`
@@ -346,6 +400,16 @@ class StdBackward(_MomentOp):
         be, keep = self.backend, self._keepdims_shape()
         result, g = be.reshape(self.saved.result, keep), be.reshape(g, keep)
         return (be.std_backward(self.saved.x, result, g, self.axes, self.correction, self.dtype),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        # The masked branch divides by 1 instead of 0, so that the zero gradient where()
+        # sends it is not turned into nan.
+        keep, x = self._keepdims_shape(), self.saved_tensor("x")
+        divisor = self._divisor()
+        result = self.saved_tensor("result").reshape(keep)
+        constant = result == 0
+        k = where(constant, 0.0, g.reshape(keep) / (where(constant, 1.0, result) * divisor))
+        return (k * (x - x.mean(axis=self.axes, keepdims=True)),)
 
 
 # -- wrappers -------------------------------------------------------------------------------

@@ -66,6 +66,11 @@ class LogsumexpBackward(ReduceOp):
         result, g = be.reshape(self.saved.result, keep), be.reshape(g, keep)
         return (be.logsumexp_backward(self.saved.x, result, g, self.axes, self.dtype),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        keep = self._keepdims_shape()
+        result = self.saved_tensor("result").reshape(keep)
+        return (g.reshape(keep) * (self.saved_tensor("x") - result).exp(),)
+
 
 class SoftmaxBackward(UnaryOp):
     r"""Autograd node for :math:`y_j = e^{x_j} / \sum_i e^{x_i}` along one axis; saves the
@@ -91,6 +96,10 @@ class SoftmaxBackward(UnaryOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.softmax_backward(self.saved.result, g, self.axes, self.dtype),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        y = self.saved_tensor("result")
+        return (y * (g - (g * y).sum(axis=self.axes, keepdims=True)),)
+
 
 class LogSoftmaxBackward(UnaryOp):
     r"""Autograd node for :math:`y_j = x_j - \log \sum_i e^{x_i}` along one axis; saves the
@@ -113,6 +122,10 @@ class LogSoftmaxBackward(UnaryOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.log_softmax_backward(self.saved.result, g, self.axes, self.dtype),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        total = g.sum(axis=self.axes, keepdims=True)
+        return (g - self.saved_tensor("result").exp() * total,)
 
 
 def _softmax_wrapper(op_class: type[Op]) -> Callable[..., Tensor]:

@@ -7,7 +7,7 @@ Public: log, log2, log10, neg (and unary -), pow_scalar (and ``**`` with a numbe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from pylucid.backends.base import Backend, Shape
@@ -49,16 +49,25 @@ LN10_LO = -2.1707562233822494e-16
 class PointwiseOp(UnaryOp):
     """Template of an elementwise op of one tensor with a fused backward primitive.
 
-    A member declares its ``schema_v1`` and its math (in its docstring); nothing else:
+    A member declares its ``schema_v1``, its math (in its docstring) and ``gradient``;
+    nothing else:
 
     - forward: the backend primitive named like the op, ``be.<name>(x, shape, dtype)``;
     - backward: the fused primitive ``be.<name>_backward(v, g, shape, dtype)``, where ``v``
-      is the one value the schema saves (``"x"`` or ``"result"``).
+      is the one value the schema saves (``"x"`` or ``"result"``);
+    - backward with ``create_graph=True``: the member's staticmethod ``gradient(v, g)``, the
+      fused primitive's formula written with pylucid ops on Tensors (so it is differentiable;
+      ``v`` from :meth:`~pylucid.ops.base.Op.saved_tensor`).
 
     Members with parameters or another gradient override :meth:`dispatch` /
-    :meth:`grad_formula`. A bool tensor is refused by the ops that are not ``real_valued``
-    (integer tensors keep their dtype there: ``abs``, ``sign``, ``square``, ``relu``).
+    :meth:`grad_formula` / :meth:`grad_graph`. A bool tensor is refused by the ops that are
+    not ``real_valued`` (integer tensors keep their dtype there: ``abs``, ``sign``,
+    ``square``, ``relu``).
     """
+
+    #: dL/dx from the saved value ``v`` and the output gradient ``g``, with pylucid ops; None
+    #: where a member has no differentiable formula (its ``grad_graph`` then raises).
+    gradient: ClassVar[Callable[[Tensor, Tensor], Tensor] | None] = None
 
     @classmethod
     def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
@@ -79,6 +88,12 @@ class PointwiseOp(UnaryOp):
         name, (saved,) = self.schema_v1.name, self.schema_v1.saved
         backward = getattr(self.backend, f"{name}_backward")
         return (backward(getattr(self.saved, saved), g, self.shape, self.dtype),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        if self.gradient is None:
+            return super().grad_graph(g)
+        (saved,) = self.schema_v1.saved
+        return (self.gradient(self.saved_tensor(saved), g),)
 
 
 class LogBase(PointwiseOp):
@@ -114,7 +129,6 @@ class LogBase(PointwiseOp):
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         return (g / (self.saved_tensor("x") * self.ln_base),)
-
 
 
 class Log2Backward(LogBase):
@@ -191,7 +205,6 @@ class NegBackward(UnaryOp):
         return (-g,)
 
 
-
 class PowScalarBackward(UnaryOp):
     r"""Autograd node for :math:`y = x^p` with a Python-number exponent ``p``; saves ``x``.
 
@@ -230,7 +243,6 @@ class PowScalarBackward(UnaryOp):
         if self.exponent == 0:
             return (g * 0.0,)
         return (g * self.exponent * self.saved_tensor("x") ** (self.exponent - 1),)
-
 
 
 log2 = unary_wrapper(Log2Backward)
