@@ -16,6 +16,7 @@ import numpy as np
 from pylucid.backends.base import Backend
 from pylucid.dtypes import DType, as_dtype, default_float
 from pylucid.graph import engine
+from pylucid.graph.grad_mode import is_inference_mode_enabled
 from pylucid.graph.node import AccumulateGrad, Node, RemovableHandle
 
 __all__ = ["Tensor", "VersionCounter"]
@@ -55,6 +56,7 @@ class Tensor:
         "_hooks",
         "_post_accumulate_hooks",
         "_retains_grad",
+        "_is_inference",
         "__weakref__",
     )
     # NumPy scalars and arrays on the left of an operator defer to Tensor's reflected method.
@@ -82,6 +84,7 @@ class Tensor:
         self._hooks: list[Callable[[Tensor], Tensor | None]] = []
         self._post_accumulate_hooks: list[Callable[[Tensor], None]] = []
         self._retains_grad = False
+        self._is_inference = is_inference_mode_enabled()
         if requires_grad:
             self.requires_grad_(True)
         return self
@@ -159,6 +162,10 @@ class Tensor:
             )
         self._requires_grad = bool(requires_grad)
         return self
+
+    def is_inference(self) -> bool:
+        """Whether the tensor was created inside :class:`pylucid.inference_mode`."""
+        return self._is_inference
 
     @property
     def is_leaf(self) -> bool:

@@ -1,7 +1,8 @@
 """matmul: NumPy's semantics for every promotion and broadcast case, its gradients, errors.
 
 Forward values are compared with NumPy's float64 ``matmul``; gradients with float64 central
-differences (:func:`pylucid.graph.gradcheck`), on both backends.
+differences (:func:`pylucid.graph.gradcheck`), second derivatives with
+:func:`pylucid.graph.gradgradcheck`, on both backends.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 
 import pylucid as pl
+from pylucid.ops.base import Op
+from pylucid.ops.linalg import MatmulBackward
 from pylucid.ops.schema import AmpPolicy
 
 # (a shape, b shape): every way the operands' dimensions combine.
@@ -53,6 +56,47 @@ def test_forward_matches_numpy(device, rng, a_shape, b_shape):
 def test_gradcheck(device, rng, a_shape, b_shape):
     a, b = _operands(rng, a_shape, b_shape, pl.float64, device, requires_grad=True)
     assert pl.graph.gradcheck(pl.matmul, [a, b])
+
+
+@pytest.mark.parametrize("a_shape, b_shape", SHAPES)
+def test_create_graph_gradients_match_the_fused_ones(device, rng, a_shape, b_shape):
+    """First derivatives from grad_graph (create_graph=True) equal the fused kernels' and
+    stay differentiable; second derivatives match finite differences."""
+    a, b = _operands(rng, a_shape, b_shape, pl.float64, device, requires_grad=True)
+    out = a @ b
+    v = pl.tensor(rng.standard_normal(out.shape), dtype=pl.float64, device=device)
+    fused = pl.graph.grad(out, [a, b], v, retain_graph=True)
+    graph = pl.graph.grad(out, [a, b], v, create_graph=True)
+    for f, g in zip(fused, graph):
+        assert g.requires_grad and g.shape == f.shape
+        np.testing.assert_allclose(g.numpy(), f.numpy(), rtol=1e-12, atol=1e-12)
+    assert pl.graph.gradgradcheck(pl.matmul, [a, b])
+
+
+def test_create_graph_second_derivatives_match_the_formulas(device, rng):
+    """d/dB of <dL/dA, W> with dL/dA = G B^T is W^T G (batched, summed over the batch)."""
+    a, b = _operands(rng, (2, 3, 4), (4, 5), pl.float64, device, requires_grad=True)
+    g = rng.standard_normal((2, 3, 5))
+    w = rng.standard_normal((2, 3, 4))
+    (grad_a,) = pl.graph.grad(a @ b, [a], pl.tensor(g, device=device), create_graph=True)
+    (grad_b,) = pl.graph.grad(grad_a, [b], pl.tensor(w, device=device))
+    expected = np.einsum("bnk,bnm->km", w, g)
+    np.testing.assert_allclose(grad_b.numpy(), expected, rtol=1e-13, atol=1e-13)
+
+
+def test_an_op_without_a_graph_formula_refuses_create_graph(monkeypatch, device, rng):
+    assert MatmulBackward.grad_graph is not Op.grad_graph
+    monkeypatch.setattr(MatmulBackward, "grad_graph", Op.grad_graph)
+    a, b = _operands(rng, (2, 3), (3, 4), pl.float64, device, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="no differentiable gradient formula.*matmul"):
+        (a @ b).sum().backward(create_graph=True)
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_create_graph_gradient_of_one_operand(device, rng, which):
+    a, b = _operands(rng, (2, 2, 3), (3, 4), pl.float64, device)
+    (a, b)[which].requires_grad_()
+    assert pl.graph.gradgradcheck(lambda x, y: (x @ y) * (x, y)[which].sum(), [a, b])
 
 
 @pytest.mark.parametrize("which", [0, 1])

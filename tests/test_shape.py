@@ -3,7 +3,10 @@
 Shape ops only move data, so their values must equal NumPy's exactly (no tolerance), in
 every dtype. Their gradients are checked against float64 central differences; an index's
 gradient is also compared, exactly, with ``np.add.at`` (the scatter with accumulation that
-defines it).
+defines it). The gradients built with ``create_graph=True`` (pylucid ops, differentiable)
+must equal the fused ones exactly, and second derivatives match finite differences. The
+out-of-place assignment ``setitem`` is checked against NumPy's ``a[key] = value``, including
+repeated positions (the last write wins).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import pytest
 
 import pylucid as pl
 from pylucid.ops.base import VARIADIC, Op
+from pylucid.ops.indexing import GetitemBackward, IndexAddBackward, plan_index
 from pylucid.ops.schema import AmpPolicy, OpSchema
 
 # (id, pylucid call, NumPy reference, input shape)
@@ -532,3 +536,225 @@ def test_random_indices_match_numpy(device):
         scattered = np.zeros(shape)
         np.add.at(scattered, key, g)
         np.testing.assert_allclose(x.grad.numpy(), scattered, rtol=1e-15, err_msg=str(key))
+
+
+# -- differentiable gradients (create_graph=True) ---------------------------------------------
+FAMILY = ("transpose", "permute", "reshape", "expand", "concatenate", "stack", "getitem")
+FAMILY += ("index_add", "setitem")
+
+
+def _assert_create_graph_matches_fused(call, inputs, rng):
+    """The gradients built with create_graph=True equal the fused ones exactly (these ops
+    only move, gather, scatter and sum data, through the same primitives)."""
+    out = call(*inputs)
+    v = pl.tensor(rng.standard_normal(out.shape), dtype=out.dtype, device=out.device)
+    fused = pl.graph.grad(out, inputs, v, retain_graph=True)
+    graph = pl.graph.grad(out, inputs, v, create_graph=True)
+    for f, g in zip(fused, graph):
+        assert g.shape == f.shape and g.dtype is f.dtype
+        np.testing.assert_array_equal(g.numpy(), f.numpy())
+
+
+def _leaf(rng, shape, device):
+    return pl.tensor(rng.uniform(-5, 5, shape), dtype=pl.float64, device=device, requires_grad=True)
+
+
+def test_every_op_of_the_family_has_a_graph_formula():
+    for name in FAMILY:
+        assert pl.ops.get_op(name).grad_graph is not Op.grad_graph, name
+    assert pl.ops.get_schema("index_add").internal
+
+
+def test_an_op_without_a_graph_formula_refuses_create_graph(monkeypatch, device):
+    monkeypatch.setattr(GetitemBackward, "grad_graph", Op.grad_graph)
+    x = pl.ones(3, device=device, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="no differentiable gradient formula.*getitem"):
+        x[1:].sum().backward(create_graph=True)
+
+
+@pytest.mark.parametrize("name, call, reference, shape", SHAPE_CASES, ids=SHAPE_IDS)
+def test_shape_op_create_graph(device, rng, name, call, reference, shape):
+    x = _leaf(rng, shape, device)
+    _assert_create_graph_matches_fused(call, [x], rng)
+    assert pl.graph.gradgradcheck(lambda t: call(t) * call(t), [x])
+
+
+@pytest.mark.parametrize(
+    "name, call, reference, shapes", JOIN_CASES, ids=[c[0] for c in JOIN_CASES]
+)
+def test_join_create_graph(device, rng, name, call, reference, shapes):
+    inputs = [_leaf(rng, s, device) for s in shapes]
+    _assert_create_graph_matches_fused(call, inputs, rng)
+    if all(t.numel() for t in inputs):  # gradcheck cannot take empty inputs
+        assert pl.graph.gradgradcheck(lambda *t: call(*t) * call(*t), inputs)
+
+
+@pytest.mark.parametrize("name, key", INDEX_CASES, ids=[c[0] for c in INDEX_CASES])
+def test_getitem_create_graph(device, rng, name, key):
+    key = _key(key, device)
+    x = _leaf(rng, (3, 4, 5), device)
+    _assert_create_graph_matches_fused(lambda t: t[key], [x], rng)
+    assert pl.graph.gradgradcheck(lambda t: t[key] * t[key], [x])
+
+
+@pytest.mark.parametrize("key", [[0, 0, 2], (slice(None), [[3], [0]], [1, 1]), (None, 1, ...)])
+def test_index_add_is_differentiable(device, rng, key):
+    """getitem's create_graph gradient is an index_add node, whose own gradients (fused and
+    create_graph) gather: d<index_add(v), w>/dv = w[key]."""
+    x = _leaf(rng, (3, 4, 5), device)
+    out = x[key]
+    v = pl.tensor(rng.standard_normal(out.shape), device=device, requires_grad=True)
+    (scattered,) = pl.graph.grad(out, [x], v, create_graph=True)
+    assert isinstance(scattered.grad_fn, IndexAddBackward)
+    w = rng.standard_normal((3, 4, 5))
+    _assert_create_graph_matches_fused(
+        lambda t: pl.graph.grad(out, [x], t, create_graph=True)[0], [v], rng
+    )
+    (gathered,) = pl.graph.grad(scattered, [v], pl.tensor(w, device=device))
+    np.testing.assert_array_equal(gathered.numpy(), w[key])
+    plan = plan_index("getitem", key, x.shape)
+    assert pl.graph.gradgradcheck(lambda t: IndexAddBackward.apply(t * t, plan=plan), [v])
+
+
+# -- setitem ---------------------------------------------------------------------------------
+def _last_write_mask(key, shape):
+    """For each element of ``a[key]``: whether its write to ``a`` is the last one there."""
+    targets = np.arange(int(np.prod(shape))).reshape(shape)[key].reshape(-1)
+    last = {int(t): i for i, t in enumerate(targets)}
+    mask = np.zeros(targets.size, bool)
+    mask[list(last.values())] = True
+    return mask.reshape(np.shape(np.empty(shape)[key]))
+
+
+def _check_setitem(device, rng, key, shape, value_shape):
+    """Values against NumPy's assignment, x unchanged, and exact gradients: g with zeros at
+    the written positions for x; g[key], 0 where a later write overwrote, summed to the
+    value's shape, for the value."""
+    numpy_key = _numpy_key(key)
+    array, values = rng.standard_normal(shape), rng.standard_normal(value_shape)
+    expected = array.copy()
+    expected[numpy_key] = values
+    x = pl.tensor(array, dtype=pl.float64, device=device, requires_grad=True)
+    value = pl.tensor(values, dtype=pl.float64, device=device, requires_grad=True)
+    out = pl.setitem(x, key, value)
+    assert out.shape == shape and out.dtype is pl.float64
+    np.testing.assert_array_equal(out.numpy(), expected, err_msg=str(key))
+    np.testing.assert_array_equal(x.numpy(), array)
+    g = rng.standard_normal(shape)
+    out.backward(pl.tensor(g, device=device))
+    grad_x = g.copy()
+    grad_x[numpy_key] = 0.0
+    np.testing.assert_array_equal(x.grad.numpy(), grad_x, err_msg=str(key))
+    picked = np.where(_last_write_mask(numpy_key, shape), g[numpy_key], 0.0)
+    fitted = value_shape[max(len(value_shape) - picked.ndim, 0) :]  # leading 1s dropped
+    lead = picked.ndim - len(fitted)
+    spread = [lead + i for i, n in enumerate(fitted) if n == 1 and picked.shape[lead + i] != 1]
+    grad_value = picked.sum(axis=(*range(lead), *spread)).reshape(value_shape)
+    np.testing.assert_allclose(value.grad.numpy(), grad_value, rtol=1e-13, err_msg=str(key))
+
+
+@pytest.mark.parametrize("name, key", INDEX_CASES, ids=[c[0] for c in INDEX_CASES])
+def test_setitem_values_and_gradients(device, rng, name, key):
+    key = _key(key, device)
+    selected = np.empty((3, 4, 5))[_numpy_key(key)].shape
+    for value_shape in dict.fromkeys([selected, selected[-1:], (), (1, *selected)]):
+        _check_setitem(device, rng, key, (3, 4, 5), value_shape)
+
+
+def test_setitem_repeated_positions_keep_the_last_write(device):
+    x = pl.zeros(4, dtype=pl.float64, device=device, requires_grad=True)
+    value = pl.tensor([1.0, 2.0, 3.0, 4.0], dtype=pl.float64, device=device, requires_grad=True)
+    out = pl.setitem(x, [3, 0, 3, 0], value)
+    np.testing.assert_array_equal(out.numpy(), [4.0, 0.0, 0.0, 3.0])
+    (out * pl.tensor([10.0, 20.0, 30.0, 40.0], device=device)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 20.0, 30.0, 0.0])
+    np.testing.assert_array_equal(value.grad.numpy(), [0.0, 0.0, 40.0, 10.0])
+    assert pl.graph.gradgradcheck(lambda a, v: pl.setitem(a * v, [3, 0, 3, 0], v * v), [x, value])
+
+
+@pytest.mark.parametrize("key", [(slice(None), [2, 0, 2]), (1, slice(None, None, -2)), [1, 1]])
+def test_setitem_create_graph(device, rng, key):
+    x = _leaf(rng, (3, 4), device)
+    value = _leaf(rng, np.empty((3, 4))[key].shape, device)
+
+    def call(a, v):
+        return pl.setitem(a * a, key, v * a[key])
+
+    _assert_create_graph_matches_fused(call, [x, value], rng)
+    assert pl.graph.gradgradcheck(call, [x, value])
+
+
+def test_setitem_returns_new_storage(device):
+    x = pl.tensor(np.arange(6.0).reshape(2, 3), device=device)
+    view = x.T  # a NumPy view on numba: setitem must not write through it either
+    out = pl.setitem(view, (0, 1), -1.0)
+    np.testing.assert_array_equal(out.numpy(), [[0.0, -1.0], [1.0, 4.0], [2.0, 5.0]])
+    np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(2, 3))
+    assert not np.shares_memory(out.numpy(), x.numpy())
+
+
+def test_setitem_values_take_the_tensor_s_dtype(device):
+    ints = pl.tensor(np.arange(6).reshape(2, 3), device=device)
+    out = pl.setitem(ints, (0, [1, 1]), 2.7)
+    assert out.dtype is pl.int64 and not out.requires_grad
+    np.testing.assert_array_equal(out.numpy(), [[0, 2, 2], [3, 4, 5]])
+    flags = pl.setitem(pl.zeros(2, 3, dtype=pl.bool, device=device), (slice(None), 1), True)
+    np.testing.assert_array_equal(flags.numpy(), [[False, True, False]] * 2)
+    x = pl.ones(3, device=device, requires_grad=True)  # float32
+    value = pl.tensor([2.0], dtype=pl.float64, device=device, requires_grad=True)
+    out = pl.setitem(x, 1, value)  # a (1,) value into one element: leading 1s are ignored
+    assert out.dtype is pl.float32
+    (out * pl.tensor([1.0, 2.0, 3.0], device=device)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 3.0])
+    assert value.grad.dtype is pl.float64 and value.grad.numpy().tolist() == [2.0]
+    scalar = pl.setitem(pl.tensor(3.0, device=device), (), 5.0)
+    assert scalar.shape == () and scalar.item() == 5.0
+
+
+def test_setitem_gradient_of_one_input(device, rng):
+    x, value = _leaf(rng, (3, 4), device), _leaf(rng, (4,), device)
+    assert pl.graph.gradcheck(lambda v: pl.setitem(x.detach(), 1, v), [value])
+    assert pl.graph.gradgradcheck(lambda a: pl.setitem(a, 1, value.detach()) * a, [x])
+
+
+SETITEM_ERRORS = [
+    (
+        lambda x: pl.setitem(x, 0, pl.ones(3)),
+        ValueError,
+        r"setitem: a value of shape \(3,\) cannot be broadcast to the shape \(4,\) that the "
+        r"index selects \(tensor of shape \(3, 4\)\)",
+    ),
+    (lambda x: pl.setitem(x, (slice(None), 0), pl.ones(2, 3)), ValueError, r"shape \(2, 3\)"),
+    (lambda x: pl.setitem(x, 3, 1.0), IndexError, r"setitem: index 3 is out of range"),
+    (lambda x: pl.setitem(x, 1.5, 1.0), TypeError, r"setitem: unsupported index of type float"),
+    (lambda x: pl.setitem(x, 0, "a"), TypeError, r"setitem: expected a Tensor or a Python num"),
+    (lambda x: pl.setitem([1.0], 0, 1.0), TypeError, r"setitem: expected a Tensor for x"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", SETITEM_ERRORS)
+def test_setitem_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call(pl.zeros(3, 4))
+
+
+def test_setitem_device_mismatch_is_an_error():
+    pytest.importorskip("mlx.core")
+    with pytest.raises(RuntimeError, match="setitem: expected all tensors on one device"):
+        pl.setitem(pl.zeros(3), 0, pl.ones((), device="gpu"))
+
+
+def test_random_setitems_match_numpy(device):
+    """200 seeded random indices (see :func:`_random_key`), repeats included: values equal
+    NumPy's assignment, gradients the last-write rule's."""
+    rng = np.random.default_rng(11)
+    checked = 0
+    while checked < 200:
+        shape = tuple(int(n) for n in rng.integers(0, 4, size=rng.integers(0, 4)))
+        key = _random_key(rng, shape)
+        try:
+            selected = np.empty(shape)[key].shape
+        except IndexError:
+            continue
+        _check_setitem(device, rng, key, shape, selected)
+        checked += 1

@@ -83,6 +83,11 @@ class Backend(Protocol):
     def clone(self, a: Storage) -> Storage:
         """A copy of ``a`` that shares no memory with it."""
 
+    def write(self, dst: Storage, src: Storage) -> Storage:
+        """Put ``src``'s values (same shape and dtype) into ``dst`` in place where the
+        storage is mutable; return the storage that now holds them (``dst``, or ``src``
+        where arrays are immutable)."""
+
     def is_private(self, a: Storage) -> bool:
         """Whether ``a`` owns its memory outright (no view of other storage), so a tensor can
         take it without a copy when no one else holds it."""
@@ -335,6 +340,19 @@ class Backend(Protocol):
     ) -> Storage:
         """``a[index]`` with NumPy semantics (``mesh``: per-dimension index arrays where the
         backend's advanced indexing differs from NumPy's)."""
+
+    def setitem(
+        self,
+        a: Storage,
+        index: tuple[Any, ...],
+        mesh: tuple[Any, ...] | None,
+        value: Storage,
+        shape: Shape,
+        dtype: DType,
+    ) -> Storage:
+        """A new storage equal to ``a`` (of ``shape``) with ``value`` (broadcastable to
+        ``a[index]``'s shape) assigned at ``index``, as getitem reads it; ``a`` is not
+        written. Callers pass an index that selects each position at most once."""
 
     def getitem_backward(
         self,

@@ -167,7 +167,7 @@ def benchmark_ops() -> dict[str, BenchOp]:
         op_class = pl.ops.get_op(info.name)
         if (
             issubclass(op_class, UnaryOp)
-            and op_class.output_shape.__func__ is Op.output_shape.__func__
+            and op_class.output_shape.__func__ is UnaryOp.output_shape.__func__
             and op_class.__module__ != "pylucid.ops.conversion"
         ):
             found[info.name] = BenchOp(info.name, info, op_class)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import threading
 from contextlib import ContextDecorator
 
-__all__ = ["is_grad_enabled", "set_grad_enabled", "no_grad", "enable_grad"]
+__all__ = [
+    "enable_grad",
+    "inference_mode",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "no_grad",
+    "set_grad_enabled",
+]
 
 _local = threading.local()
 
@@ -64,3 +71,29 @@ class set_grad_enabled(_GradMode):  # noqa: N801
 
     def __enter__(self) -> None:
         """The mode was already set by the constructor."""
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread is inside :class:`inference_mode`."""
+    return getattr(_local, "inference", False)
+
+
+class inference_mode(_GradMode):  # noqa: N801  (named like torch.inference_mode)
+    """Like :class:`no_grad`, for code that will never need gradients: tensors created inside
+    are inference tensors, which no recorded op may later save for backward (an error says
+    so) and no in-place op outside the block may change."""
+
+    mode = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._previous_inference: list[bool] = []
+
+    def __enter__(self) -> None:
+        super().__enter__()
+        self._previous_inference.append(is_inference_mode_enabled())
+        _local.inference = True
+
+    def __exit__(self, *exc_info: object) -> None:
+        _local.inference = self._previous_inference.pop()
+        super().__exit__(*exc_info)

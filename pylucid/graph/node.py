@@ -95,6 +95,21 @@ class SavedValues:
         self._check(name)
         return self._tensors[name]
 
+    def holds(self, tensor: Any) -> bool:
+        """Whether ``tensor`` is one of the saved (and not yet freed) inputs."""
+        return self._values is not None and any(t is tensor for t in self._tensors.values())
+
+    def rebind(self, old: Any, snapshot: Any) -> None:
+        """Point every value saved from tensor ``old`` at ``snapshot`` (a copy of ``old``'s
+        values before an in-place op overwrites them), keeping a cast copy that is already
+        private to this node."""
+        for name, tensor in list(self._tensors.items()):
+            if tensor is old:
+                if self._values[name] is old._storage:
+                    self._values[name] = snapshot._storage
+                self._tensors[name] = snapshot
+                self._versions[name] = (snapshot._version, snapshot._version.value)
+
     def release(self) -> None:
         """Drop the references to the saved values."""
         self._values = None

@@ -9,6 +9,13 @@ from pylucid.opinfo.records import OpInfo, uniform
 
 _X = (uniform(-5, 5),)
 
+
+def _setitem_reference(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    out = x.copy()
+    out[..., [2, 0, 2]] = v  # NumPy keeps the last of repeated writes
+    return out
+
+
 RECORDS: tuple[OpInfo, ...] = (
     OpInfo(
         "transpose",
@@ -59,5 +66,14 @@ RECORDS: tuple[OpInfo, ...] = (
         lambda x: x[[2, 0, 2, -1], ..., ::-2],
         _X,
         (((3, 4),), ((3, 2, 5),)),
+    ),
+    OpInfo(
+        "setitem",
+        # A repeated column (the last write wins) and a broadcast value, with leading size-1
+        # dimensions beyond the selection's in the last case.
+        lambda x, v: pl.setitem(x, (..., [2, 0, 2]), v),
+        _setitem_reference,
+        _X * 2,
+        (((3, 4), (3,)), ((3, 4), (3, 1)), ((2, 3, 4), (1, 1, 3, 3))),
     ),
 )

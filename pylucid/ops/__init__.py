@@ -17,6 +17,7 @@ from pylucid.ops import (
     conversion,
     elementwise_math,
     indexing,
+    inplace,
     linalg,
     reduce,
     shape,
@@ -31,6 +32,7 @@ from pylucid.ops.comparison import *  # noqa: F403
 from pylucid.ops.conversion import *  # noqa: F403
 from pylucid.ops.elementwise_math import *  # noqa: F403
 from pylucid.ops.indexing import *  # noqa: F403
+from pylucid.ops.inplace import *  # noqa: F403
 from pylucid.ops.linalg import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.schema import AmpPolicy, OpSchema, get_op, get_schema, list_ops
@@ -53,6 +55,7 @@ FAMILIES = (
     linalg,
     shape,
     indexing,
+    inplace,
     conversion,
 )
 

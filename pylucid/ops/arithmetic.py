@@ -39,7 +39,6 @@ class AddBackward(BinaryOp):
         return g, g
 
 
-
 class SubBackward(BinaryOp):
     r"""Autograd node for :math:`y = a - b`; saves nothing.
 
@@ -58,7 +57,6 @@ class SubBackward(BinaryOp):
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor, Tensor]:
         return g, -g
-
 
 
 class MulBackward(BinaryOp):
@@ -87,7 +85,6 @@ class MulBackward(BinaryOp):
             g * self.saved_tensor("b") if needs_a else None,
             g * self.saved_tensor("a") if needs_b else None,
         )
-
 
 
 class DivBackward(BinaryOp):
@@ -121,7 +118,6 @@ class DivBackward(BinaryOp):
             g / b if needs_a else None,
             -g * self.saved_tensor("a") / (b * b) if needs_b else None,
         )
-
 
 
 @binary_operator("add")

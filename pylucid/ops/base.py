@@ -103,6 +103,9 @@ class Op(Node):
     #: Inputs that keep their own dtype instead of taking the compute dtype (``where``'s
     #: bool ``condition``).
     uncast_inputs: ClassVar[frozenset[str]] = frozenset()
+    #: The output may share memory with the first input (shape ops): it shares the input's
+    #: version counter, so a node that saved either sees an in-place change to the other.
+    returns_view: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -191,9 +194,18 @@ class Op(Node):
             and is_grad_enabled()
             and any(t.requires_grad for t in inputs)
         ):
+            for label, t in zip(labels, inputs):
+                if t._is_inference and label in schema.saved:
+                    raise RuntimeError(
+                        f"{schema.name}: {label} is an inference tensor (created under "
+                        f"inference_mode), which cannot be saved for backward; make it with "
+                        f"grad mode on, or clone it outside inference_mode"
+                    )
             node = cls()
             node._record(backend, inputs, storages, out, result, dtype, params)
             result._set_grad_fn(node)
+        if cls.returns_view:  # shares memory: in-place changes must show on both
+            result._version, result._view_of = inputs[0]._version, inputs[0]
         return result
 
     def _record(

@@ -40,7 +40,6 @@ class ToDtypeBackward(UnaryOp):
         return (g,)
 
 
-
 class ToDeviceBackward(UnaryOp):
     r"""Autograd node for a copy to another backend :math:`y = x` on ``target``.
 
@@ -62,7 +61,6 @@ class ToDeviceBackward(UnaryOp):
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         return (g.to(self.backend.name),)
-
 
 
 def to_dtype(x: Tensor, dtype: DType) -> Tensor:

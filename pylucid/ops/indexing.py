@@ -1,6 +1,8 @@
-"""Indexing: ``x[index]`` with NumPy's semantics, differentiable.
+"""Indexing: ``x[index]`` with NumPy's semantics, differentiable, and its out-of-place
+assignment ``setitem``.
 
-Public: getitem (and the ``[]`` operator).
+Public: getitem (and the ``[]`` operator), setitem. Internal: index_add (getitem's adjoint,
+so that getitem's gradient is itself differentiable).
 
 An index is validated and normalised once, by :func:`plan_index`, into an :class:`IndexPlan`
 that the backends execute: ints, slices (with steps, negative ones too), ``None``,
@@ -20,12 +22,20 @@ import numpy as np
 
 from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType
-from pylucid.ops.base import UnaryOp
+from pylucid.ops.base import Op, UnaryOp, sum_to, sum_to_tensor
 from pylucid.ops.schema import AmpPolicy, OpSchema
-from pylucid.ops.wrapping import dunder, require_tensor
+from pylucid.ops.wrapping import Number, dunder, is_number, require_tensor
 from pylucid.tensor import Tensor
 
-__all__ = ["GetitemBackward", "IndexPlan", "getitem", "plan_index"]
+__all__ = [
+    "GetitemBackward",
+    "IndexAddBackward",
+    "IndexPlan",
+    "SetitemBackward",
+    "getitem",
+    "plan_index",
+    "setitem",
+]
 
 _HELP = "use ints, slices, None, ..., integer or bool tensors/arrays, or lists of them"
 
@@ -275,10 +285,13 @@ class GetitemBackward(UnaryOp):
     (numba: an assignment for a basic index, a Numba row-scatter kernel for one integer
     array, ``np.add.at`` otherwise; mlx: ``zeros.at[index].add(g)``). A basic index (ints,
     slices, None) gives a view of ``x`` on numba; integer arrays and masks gather a copy.
-    Integer and bool tensors can be indexed too (without gradient).
+    Integer and bool tensors can be indexed too (without gradient). With
+    ``create_graph=True`` the scatter is an :class:`IndexAddBackward` node, whose gradient is
+    this gather again.
     """
 
     schema_v1 = OpSchema(name="getitem", amp_policy=AmpPolicy.KEEP_INPUT)
+    returns_view = True
 
     @classmethod
     def output_shape(cls, shapes: Any, *, plan: IndexPlan) -> Shape:
@@ -294,6 +307,40 @@ class GetitemBackward(UnaryOp):
             self.backend.getitem_backward(g, plan.index, plan.mesh, plan.input_shape, self.dtype),
         )
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (IndexAddBackward.apply(g, plan=self.plan),)
+
+
+class IndexAddBackward(UnaryOp):
+    r"""Autograd node for getitem's adjoint: :math:`y` = zeros of ``plan.input_shape`` with
+    :math:`x` added at ``plan.index`` (repeated positions accumulate),
+
+    .. math:: y_j = \sum_{i \,:\, \text{index}(i) = j} x_i
+
+    saves nothing but the index plan. Internal: it is the differentiable form of
+    :class:`GetitemBackward`'s gradient (backend primitive ``getitem_backward``). Its own
+    gradient gathers the positions back:
+
+    .. math:: \frac{\partial L}{\partial x_i} = g_{\text{index}(i)}
+    """
+
+    schema_v1 = OpSchema(name="index_add", amp_policy=AmpPolicy.KEEP_INPUT, internal=True)
+
+    @classmethod
+    def output_shape(cls, shapes: Any, *, plan: IndexPlan) -> Shape:
+        return plan.input_shape
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, plan: IndexPlan) -> Any:
+        return be.getitem_backward(a, plan.index, plan.mesh, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        plan = self.plan
+        return (self.backend.getitem(g, plan.index, plan.mesh, plan.shape, self.dtype),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (GetitemBackward.apply(g, plan=self.plan),)
+
 
 @dunder("__getitem__")
 def getitem(x: Tensor, index: Any) -> Tensor:
@@ -301,3 +348,173 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     :class:`GetitemBackward` for the gradient and :func:`plan_index` for the errors."""
     require_tensor("getitem", "x", x)
     return GetitemBackward.apply(x, plan=plan_index("getitem", index, x.shape))
+
+
+# -- assignment ------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class LastWrites:
+    """An assignment ``x[index] = value`` whose index repeats positions of ``x``, reduced to
+    the last write to each position (in the row-major order of the index's result).
+
+    Attributes
+    ----------
+    target : IndexPlan
+        Each written position of ``x`` once (1-d integer arrays, one per dimension).
+    source : IndexPlan
+        Into the value broadcast to the index's result shape: the element whose write is
+        kept for each position of ``target``, in the same order.
+    """
+
+    target: IndexPlan
+    source: IndexPlan
+
+
+def last_writes(plan: IndexPlan) -> LastWrites | None:
+    """For an index that selects some position of ``x`` more than once, the
+    :class:`LastWrites` of an assignment through it; None when every position is selected at
+    most once (always for a basic index)."""
+    if plan.mesh is None:
+        return None
+    positions = tuple(np.broadcast_to(m, plan.shape) for m in plan.mesh)
+    flat = np.ravel_multi_index(positions, plan.input_shape).reshape(-1)
+    written, last_in_reversed = np.unique(flat[::-1], return_index=True)
+    if written.size == flat.size:
+        return None
+    kept = flat.size - 1 - last_in_reversed
+    target = np.unravel_index(written, plan.input_shape)
+    source = np.unravel_index(kept, plan.shape)
+    count = (written.size,)
+    return LastWrites(
+        IndexPlan(target, target, count, plan.input_shape),
+        IndexPlan(source, source, count, plan.shape),
+    )
+
+
+def _fitted(value_shape: Shape, shape: Shape) -> Shape:
+    """``value_shape`` without the leading size-1 dimensions it has beyond ``shape``'s
+    (NumPy and PyTorch ignore them in an assignment)."""
+    lead = 0
+    while len(value_shape) - lead > len(shape) and value_shape[lead] == 1:
+        lead += 1
+    return value_shape[lead:]
+
+
+class SetitemBackward(Op):
+    r"""Autograd node for the out-of-place assignment :math:`y = x` with
+    :math:`y[\text{index}] = v` (a new storage; ``x`` is unchanged); saves nothing but the
+    index plan.
+
+    ``value`` broadcasts to the shape of ``x[index]`` (NumPy's rules; leading size-1
+    dimensions beyond it are ignored, as by NumPy and PyTorch) and is cast to ``x``'s dtype.
+    When the index selects a position more than once, the **last write wins**, in the
+    row-major order of ``x[index]``'s elements (what NumPy and PyTorch's CPU kernels do in
+    practice; neither promises it): the op reduces such an index to one write per position
+    (:func:`last_writes`), so both backends give the same, deterministic result.
+
+    With :math:`u` the value broadcast to ``x[index]``'s shape, :math:`S` the positions of
+    ``x`` written, and :math:`w(j)` the element of :math:`u` whose write to position
+    :math:`j` is kept:
+
+    .. math::
+        \frac{\partial L}{\partial x_j} =
+        \begin{cases} 0 & j \in S \\ g_j & j \notin S \end{cases}, \qquad
+        \frac{\partial L}{\partial u_i} =
+        \begin{cases} g_j & i = w(j) \\ 0 & \text{otherwise (an overwritten write)} \end{cases}
+
+    and :math:`\partial L / \partial v` sums :math:`\partial L / \partial u` over the
+    dimensions broadcasting added to ``v``: ``g`` with zeros written at the index, and the
+    gather ``g[index]`` summed to ``v``'s shape.
+    """
+
+    input_names = ("x", "value")
+    schema_v1 = OpSchema(name="setitem", amp_policy=AmpPolicy.KEEP_INPUT, input_arity=2)
+
+    @classmethod
+    def output_shape(cls, shapes: Any, *, plan: IndexPlan, writes: LastWrites | None) -> Shape:
+        x_shape, value_shape = shapes
+        fitted = _fitted(value_shape, plan.shape)
+        try:
+            valid = np.broadcast_shapes(fitted, plan.shape) == plan.shape
+        except ValueError:
+            valid = False
+        if not valid:
+            raise ValueError(
+                f"setitem: a value of shape {value_shape} cannot be broadcast to the shape "
+                f"{plan.shape} that the index selects (tensor of shape {x_shape})"
+            )
+        return x_shape
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Any, **params: Any) -> DType:
+        return dtypes[0]
+
+    @staticmethod
+    def dispatch(
+        be: Backend,
+        a: Any,
+        value: Any,
+        shape: Shape,
+        dtype: DType,
+        plan: IndexPlan,
+        writes: LastWrites | None,
+    ) -> Any:
+        value = be.reshape(value, _fitted(be.shape(value), plan.shape))
+        if writes is None:
+            return be.setitem(a, plan.index, plan.mesh, value, shape, dtype)
+        source, target = writes.source, writes.target
+        value = be.getitem(
+            be.broadcast_to(value, plan.shape), source.index, source.mesh, source.shape, dtype
+        )
+        return be.setitem(a, target.index, target.mesh, value, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        be, dtype, plan, writes = self.backend, self.dtype, self.plan, self.writes
+        target = plan if writes is None else writes.target
+        needs_x, needs_value = self.needs_input_grad
+        grad_x = grad_value = None
+        if needs_x:
+            zero = be.full((), 0, dtype)
+            grad_x = be.setitem(g, target.index, target.mesh, zero, self.shape, dtype)
+        if needs_value:
+            picked = be.getitem(g, target.index, target.mesh, target.shape, dtype)
+            if writes is not None:
+                source = writes.source
+                picked = be.getitem_backward(picked, source.index, source.mesh, plan.shape, dtype)
+            value_shape = self.input_shapes[1]
+            fitted = _fitted(value_shape, plan.shape)
+            grad_value = be.reshape(sum_to(be, picked, plan.shape, fitted), value_shape)
+        return grad_x, grad_value
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        plan, writes = self.plan, self.writes
+        target = plan if writes is None else writes.target
+        needs_x, needs_value = self.needs_input_grad
+        grad_x = grad_value = None
+        if needs_x:
+            zero = Tensor._make(self.backend.full((), 0, self.dtype), self.backend, self.dtype)
+            grad_x = SetitemBackward.apply(g, zero, plan=target, writes=None)
+        if needs_value:
+            picked = GetitemBackward.apply(g, plan=target)
+            if writes is not None:
+                picked = IndexAddBackward.apply(picked, plan=writes.source)
+            value_shape = self.input_shapes[1]
+            grad_value = sum_to_tensor(picked, _fitted(value_shape, plan.shape))
+            grad_value = grad_value.reshape(value_shape)
+        return grad_x, grad_value
+
+
+def setitem(x: Tensor, index: Any, value: Tensor | Number) -> Tensor:
+    """A copy of ``x`` with ``value`` assigned at ``index`` (``x`` itself is unchanged):
+    what ``x[index] = value`` leaves in ``x``, NumPy's semantics. ``value`` is a tensor
+    broadcastable to ``x[index]``'s shape or a Python number, and takes ``x``'s dtype; an
+    index that repeats a position keeps the last write. See :class:`SetitemBackward`."""
+    require_tensor("setitem", "x", x)
+    if not isinstance(value, Tensor):
+        if not is_number(value):
+            raise TypeError(
+                f"setitem: expected a Tensor or a Python number for value, got "
+                f"{type(value).__name__}"
+            )
+        value = Tensor._make(x._backend.full((), value, x.dtype), x._backend, x.dtype)
+    plan = plan_index("setitem", index, x.shape)
+    return SetitemBackward.apply(x, value, plan=plan, writes=last_writes(plan))

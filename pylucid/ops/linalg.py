@@ -120,6 +120,28 @@ class MatmulBackward(BinaryOp):
                 grad_b = be.reshape(grad_b, grad_shape[:-1])
         return grad_a, grad_b
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        a_shape, b_shape = self.input_shapes
+        a2, b2 = _as_matrices(a_shape, b_shape)
+        batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
+        (n, k), m = a2[-2:], b2[-1]
+        g = g.reshape(*batch, n, m)
+        needs_a, needs_b = self.needs_input_grad
+        grad_a = grad_b = None
+        if needs_a:
+            grad_a = g @ self.saved_tensor("b").reshape(b2).mT
+            if len(a_shape) == 1:
+                grad_a = grad_a.reshape(*batch, k)
+        if needs_b:
+            a = self.saved_tensor("a").reshape(a2)
+            if len(b2) == 2 and batch:  # then a2 has the batch: fold it into the rows
+                rows = math.prod(batch) * n
+                a, g = a.reshape(rows, k), g.reshape(rows, m)
+            grad_b = a.mT @ g
+            if len(b_shape) == 1:
+                grad_b = grad_b.reshape(grad_b.shape[:-1])
+        return grad_a, grad_b
+
 
 @binary_operator("matmul")
 @tensor_method

@@ -108,6 +108,11 @@ def _swap(ndim: int, dim0: int, dim1: int) -> tuple[int, ...]:
     return tuple(perm)
 
 
+def _inverse(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation that undoes ``dims``."""
+    return tuple(int(i) for i in np.argsort(dims))
+
+
 class TransposeBackward(UnaryOp):
     r"""Autograd node for swapping two dimensions, :math:`y = x^{\top}` in ``dim0, dim1``;
     saves nothing. The swap is its own inverse:
@@ -116,6 +121,7 @@ class TransposeBackward(UnaryOp):
     """
 
     schema_v1 = OpSchema(name="transpose", amp_policy=AmpPolicy.KEEP_INPUT)
+    returns_view = True
 
     @classmethod
     def output_shape(cls, shapes: Sequence[Shape], *, dim0: int, dim1: int) -> Shape:
@@ -129,6 +135,9 @@ class TransposeBackward(UnaryOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.transpose(g, _swap(len(self.shape), self.dim0, self.dim1)),)
 
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (TransposeBackward.apply(g, dim0=self.dim0, dim1=self.dim1),)
+
 
 class PermuteBackward(UnaryOp):
     r"""Autograd node for :math:`y = x` with dimensions reordered, ``y.shape[i] =
@@ -139,6 +148,7 @@ class PermuteBackward(UnaryOp):
     """
 
     schema_v1 = OpSchema(name="permute", amp_policy=AmpPolicy.KEEP_INPUT)
+    returns_view = True
 
     @classmethod
     def output_shape(cls, shapes: Sequence[Shape], *, dims: tuple[int, ...]) -> Shape:
@@ -150,7 +160,10 @@ class PermuteBackward(UnaryOp):
         return be.transpose(a, dims)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        return (self.backend.transpose(g, tuple(int(i) for i in np.argsort(self.dims))),)
+        return (self.backend.transpose(g, _inverse(self.dims)),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (PermuteBackward.apply(g, dims=_inverse(self.dims)),)
 
 
 @tensor_method
@@ -214,6 +227,7 @@ class ReshapeBackward(UnaryOp):
     """
 
     schema_v1 = OpSchema(name="reshape", amp_policy=AmpPolicy.KEEP_INPUT)
+    returns_view = True
 
     @classmethod
     def output_shape(cls, shapes: Sequence[Shape], *, new_shape: Shape) -> Shape:
@@ -225,6 +239,9 @@ class ReshapeBackward(UnaryOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.reshape(g, self.input_shapes[0]),)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (ReshapeBackward.apply(g, new_shape=self.input_shapes[0]),)
 
 
 def _resolve_shape(op: str, x: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -326,6 +343,7 @@ class ExpandBackward(UnaryOp):
     """
 
     schema_v1 = OpSchema(name="expand", amp_policy=AmpPolicy.KEEP_INPUT)
+    returns_view = True
 
     @classmethod
     def output_shape(cls, shapes: Sequence[Shape], *, target: Shape) -> Shape:
@@ -339,6 +357,9 @@ class ExpandBackward(UnaryOp):
         return be.broadcast_to(a, shape)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
+        return (g,)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         return (g,)
 
 
@@ -418,16 +439,25 @@ class ConcatenateBackward(Op):
     def dispatch(be: Backend, *arrays: Any, shape: Shape, dtype: DType, axis: int) -> Any:
         return be.concatenate(list(arrays), axis, dtype)
 
+    def _pieces(self) -> list[tuple[slice, ...]]:
+        """For each input, the index of its rows in the output."""
+        offsets = np.cumsum([0, *(shape[self.axis] for shape in self.input_shapes)])
+        before = (slice(None),) * self.axis
+        return [(*before, slice(int(o), int(e))) for o, e in zip(offsets[:-1], offsets[1:])]
+
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
-        grads, offset = [], 0
-        for shape, needed in zip(self.input_shapes, self.needs_input_grad):
-            size = shape[self.axis]
-            index = (*(slice(None),) * self.axis, slice(offset, offset + size))
-            grads.append(
-                self.backend.getitem(g, index, None, shape, self.dtype) if needed else None
+        return tuple(
+            self.backend.getitem(g, index, None, shape, self.dtype) if needed else None
+            for index, shape, needed in zip(
+                self._pieces(), self.input_shapes, self.needs_input_grad
             )
-            offset += size
-        return tuple(grads)
+        )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, ...]:
+        return tuple(
+            g[index] if needed else None
+            for index, needed in zip(self._pieces(), self.needs_input_grad)
+        )
 
 
 class StackBackward(Op):
@@ -463,6 +493,12 @@ class StackBackward(Op):
         return tuple(
             be.getitem(g, (*before, i), None, shape, self.dtype) if needed else None
             for i, (shape, needed) in enumerate(zip(self.input_shapes, self.needs_input_grad))
+        )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor | None, ...]:
+        before = (slice(None),) * self.axis
+        return tuple(
+            g[(*before, i)] if needed else None for i, needed in enumerate(self.needs_input_grad)
         )
 
 

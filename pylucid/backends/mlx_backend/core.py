@@ -98,6 +98,9 @@ class MLXCore:
     def is_private(self, a: Any) -> bool:
         return True  # immutable: no one can change it under a tensor that takes it
 
+    def write(self, dst: Any, src: Any) -> Any:
+        return src  # immutable: the tensor takes the new array
+
     # -- elementwise ------------------------------------------------------------------------
     def _operands(self, dtype: DType, *operands: Any) -> list[Any]:
         mx = self.mx

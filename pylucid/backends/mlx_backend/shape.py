@@ -9,12 +9,34 @@ see :class:`pylucid.ops.indexing.IndexPlan`), where MLX and NumPy agree by const
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from pylucid.backends.base import Axes, Shape
 from pylucid.dtypes import DType
+
+
+def _assigned_shapes(
+    index: tuple[Any, ...], mesh: tuple[np.ndarray, ...] | None, shape: Shape
+) -> tuple[Shape, Shape]:
+    """The shape of ``a[index]`` for an ``a`` of ``shape``, and the shape MLX's scatter
+    writes: the same for an index with arrays (executed through ``mesh``), without the new
+    axes of ``None`` entries for a basic index (MLX's scatter rejects ``None``)."""
+    if mesh is not None:
+        selected = tuple(np.broadcast_shapes(*(m.shape for m in mesh)))
+        return selected, selected
+    selected, written, dim = [], [], 0
+    for e in index:
+        if e is None:
+            selected.append(1)
+            continue
+        if isinstance(e, slice):
+            selected.append(len(range(shape[dim])[e]))
+            written.append(selected[-1])
+        dim += 1
+    return tuple(selected), tuple(written)
 
 
 class MLXShape:
@@ -42,6 +64,30 @@ class MLXShape:
             if mesh is None:
                 return a[index]
             return a[tuple(mx.array(m) for m in mesh)]
+
+    def setitem(
+        self,
+        a: Any,
+        index: tuple[Any, ...],
+        mesh: tuple[np.ndarray, ...] | None,
+        value: Any,
+        shape: Shape,
+        dtype: DType,
+    ) -> Any:
+        """A new array equal to ``a`` with ``value`` (broadcast to ``a[index]``'s shape)
+        assigned at ``index`` (NumPy semantics; ``a`` is not written)."""
+        mx = self.mx
+        with mx.stream(self._stream(dtype)):
+            out = mx.array(a)  # a new array: assigning into it leaves ``a`` as it was
+            selected, written = _assigned_shapes(index, mesh, shape)
+            if math.prod(selected) == 0:
+                return out  # nothing to write (and MLX's scatter rejects empty updates)
+            value = mx.reshape(mx.broadcast_to(self.cast(value, dtype), selected), written)
+            if mesh is not None:
+                out[tuple(mx.array(m) for m in mesh)] = value
+            else:
+                out[tuple(e for e in index if e is not None)] = value
+            return out
 
     def getitem_backward(
         self,

@@ -17,17 +17,19 @@ from pylucid.backends.numba_backend.shape import NumbaShape
 
 
 def _is_half(value: object) -> bool:
-    return isinstance(value, np.ndarray) and value.dtype.itemsize == 2 and (
-        value.dtype == np.float16 or value.dtype.name == "bfloat16"
+    return (
+        isinstance(value, np.ndarray)
+        and value.dtype.itemsize == 2
+        and (value.dtype == np.float16 or value.dtype.name == "bfloat16")
     )
 
 
 _NUMPY_HALVES = HalfConversion(
     is_half=_is_half,
     widen=lambda a: a.astype(np.float32),
-    narrow=lambda a, dtype: a.astype(dtype.numpy)
-    if isinstance(a, np.ndarray) and a.dtype == np.float32
-    else a,
+    narrow=lambda a, dtype: (
+        a.astype(dtype.numpy) if isinstance(a, np.ndarray) and a.dtype == np.float32 else a
+    ),
 )
 
 

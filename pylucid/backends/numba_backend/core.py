@@ -82,6 +82,15 @@ class NumbaCore:
     def is_private(self, a: np.ndarray) -> bool:
         return bool(a.flags.owndata and a.flags.writeable)
 
+    def write(self, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+        if not dst.flags.writeable:
+            raise ValueError(
+                f"cannot change a read-only array in place (shape {dst.shape}): it is a "
+                f"broadcast view or a read-only NumPy array; copy it first"
+            )
+        np.copyto(dst, src)
+        return dst
+
     # -- elementwise ------------------------------------------------------------------------
     def _unary(self, kernel, a, shape, dtype):
         return kernel(_operand(a, shape, dtype.numpy), shape=shape, out_dtype=dtype.numpy)

@@ -61,6 +61,21 @@ class NumbaShape:
         out = a[index]
         return out if isinstance(out, np.ndarray) else np.asarray(out)
 
+    def setitem(
+        self,
+        a: np.ndarray,
+        index: tuple[Any, ...],
+        mesh: tuple[np.ndarray, ...] | None,
+        value: np.ndarray,
+        shape: Shape,
+        dtype: DType,
+    ) -> np.ndarray:
+        """A new array equal to ``a`` with ``value`` (broadcast to ``a[index]``'s shape)
+        assigned at ``index`` (NumPy semantics; ``a`` is not written)."""
+        out = np.array(a, dtype=dtype.numpy, order="C")
+        out[index] = value
+        return out
+
     def getitem_backward(
         self,
         g: np.ndarray,
