@@ -5,6 +5,7 @@ gradcheck every op on every available backend."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -58,11 +59,26 @@ def make_blobs(
     return x, y
 
 
-def fit_mlp(device: str, hidden: int = 32, steps: int = 200, lr: float = 0.5) -> float:
+def _mlp_loss(params: list[pl.Tensor], x: pl.Tensor, rows: pl.Tensor, labels: pl.Tensor):
+    w1, b1, w2, b2 = params
+    logits = pl.tanh(x @ w1 + b1) @ w2 + b2
+    return -pl.log_softmax(logits, axis=1)[rows, labels].mean(), logits
+
+
+def fit_mlp(
+    device: str,
+    hidden: int = 32,
+    steps: int = 200,
+    lr: float = 0.5,
+    half: bool = False,
+    graph_path: Path | None = None,
+) -> float:
     """Train a 2-layer MLP (tanh) with softmax cross-entropy on ``device``; return the loss.
 
     The parameters are drawn from ``pl.manual_seed(0)``, which gives the same numbers on
-    every backend, so every backend should reach the same loss.
+    every backend, so every backend should reach the same loss. With ``half``, the forward
+    runs under ``pl.autocast(float16)`` (matmuls in float16, log_softmax in float32) and a
+    ``GradScaler`` scales the loss. ``graph_path`` receives a picture of the loss's graph.
     """
     x_np, y_np = make_blobs()
     x = pl.tensor(x_np, dtype=pl.float32, device=device)
@@ -77,19 +93,37 @@ def fit_mlp(device: str, hidden: int = 32, steps: int = 200, lr: float = 0.5) ->
         pl.zeros(classes, device=device),
     ]
     params = [p.requires_grad_() for p in params]
+    optimizer = pl.optim.SGD(params, lr=lr)
+    scaler = pl.amp.GradScaler(enabled=half)
+    skipped = 0
     for step in range(steps + 1):
-        w1, b1, w2, b2 = params
-        logits = pl.tanh(x @ w1 + b1) @ w2 + b2
-        loss = -pl.log_softmax(logits, axis=1)[rows, labels].mean()
+        with pl.autocast(dtype=pl.float16, enabled=half):
+            loss, logits = _mlp_loss(params, x, rows, labels)
+        if step == 0 and graph_path is not None:
+            _picture(loss, graph_path)
         if step % 50 == 0:
             accuracy = (logits.argmax(axis=1) == labels).to(pl.float32).mean().item()
             print(f"  step {step:3d}  loss {loss.item():.5f} nats  accuracy {accuracy:.3f}")
         if step == steps:
+            if half:
+                print(f"  loss scale {scaler.get_scale():g}, {skipped} steps skipped")
             return loss.item()
-        loss.backward()
-        with pl.no_grad():
-            params = [(p - lr * p.grad).requires_grad_() for p in params]
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        skipped += not scaler.step(optimizer)
+        scaler.update()
     raise AssertionError("unreachable")
+
+
+def _picture(loss: pl.Tensor, path: Path) -> None:
+    """Write the graph of ``loss`` as SVG, or as DOT text when Graphviz is missing."""
+    try:
+        pl.graph.render(loss, path)
+        print(f"  graph of the loss: {path}")
+    except RuntimeError as exc:
+        dot_path = path.with_suffix(".dot")
+        dot_path.write_text(pl.graph.to_dot(loss))
+        print(f"  graph of the loss: {dot_path} ({exc})")
 
 
 def gradcheck_all(device: str) -> tuple[int, list[str]]:
@@ -129,15 +163,22 @@ def main() -> int:
         losses[device] = fit(device)
         print(f"  {time.perf_counter() - start:.2f} s")
     print("\nMLP with softmax cross-entropy on 3 Gaussian blobs")
+    out_dir = Path("demo-output")
+    out_dir.mkdir(exist_ok=True)
     mlp_losses = {}
     for device in devices:
         print(f"fit on {device!r} ({pl.backends.resolve(device).name})")
         start = time.perf_counter()
-        mlp_losses[device] = fit_mlp(device)
+        graph_path = out_dir / "mlp-graph.svg" if device == "cpu" else None
+        mlp_losses[device] = fit_mlp(device, graph_path=graph_path)
         print(f"  {time.perf_counter() - start:.2f} s")
     if len(mlp_losses) > 1:
         spread = max(mlp_losses.values()) - min(mlp_losses.values())
         print(f"  final losses {mlp_losses}: spread {spread:.2e} across backends")
+    for device in devices:
+        print(f"the same MLP in float16 (autocast + GradScaler) on {device!r}")
+        half_loss = fit_mlp(device, half=True)
+        print(f"  float16 final loss {half_loss:.5f} vs float32 {mlp_losses[device]:.5f}")
     print("\ngradcheck (float64 finite differences) of every op:")
     failed = False
     for device in devices:
