@@ -1,4 +1,5 @@
-"""Command line: ``python -m pylucid demo`` (the main job) and ``python -m pylucid bench``."""
+"""Command line: ``python -m pylucid demo`` (the main job), ``bench`` (the benchmark suite)
+and ``docs`` (regenerate the op reference from the registry)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
         description=bench_cli.__doc__,
     )
     bench_cli.add_arguments(bench_parser)
+    docs_parser = commands.add_parser("docs", help="write docs/ops.md from the op registry")
+    docs_parser.add_argument("--check", action="store_true", help="fail if it is stale")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from pylucid import demo
@@ -26,6 +29,18 @@ def main(argv: list[str] | None = None) -> int:
         return demo.main()
     if args.command == "bench":
         return bench_cli.main(args)
+    if args.command == "docs":
+        from pylucid import opdocs
+
+        text = opdocs.render()
+        if args.check:
+            stale = not opdocs.DOCS_PATH.exists() or opdocs.DOCS_PATH.read_text() != text
+            print(f"{opdocs.DOCS_PATH}: {'stale' if stale else 'up to date'}")
+            return int(stale)
+        opdocs.DOCS_PATH.parent.mkdir(exist_ok=True)
+        opdocs.DOCS_PATH.write_text(text)
+        print(f"wrote {opdocs.DOCS_PATH}")
+        return 0
     return 2
 
 

@@ -48,8 +48,8 @@ def render() -> str:
     for name in ops.list_ops():
         op_class = ops.get_op(name)
         schema = op_class.schema_v1
-        if schema.internal:
-            continue
+        if schema.internal or not op_class.__module__.startswith("pylucid."):
+            continue  # internal helpers, and custom Functions of user code
         if schema.differentiable:
             math = gradient_math(op_class)
             gradient = f"${math}$" if math else "see node"
