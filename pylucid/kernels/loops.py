@@ -24,11 +24,16 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
-__all__ = ["PARALLEL_THRESHOLD", "ElementwiseKernel", "elementwise"]
+__all__ = ["PARALLEL_THRESHOLD", "PARALLEL_THRESHOLD_HEAVY", "ElementwiseKernel", "elementwise"]
 
-#: Element count from which the ``prange`` loop runs instead of the serial one. Below it the
-#: cost of waking the worker threads (~5-10 us measured on 2 cores) exceeds the work saved.
+#: Element count from which the ``prange`` loop of a memory-bound kernel (add, mul, relu:
+#: under 1 ns per element) runs instead of the serial one. Measured on 2 cores (float32 add):
+#: serial/parallel = 0.67 at 2^14, 0.90 at 2^15, 1.20 at 2^16, 1.84 at 2^17 elements; waking
+#: the second thread costs about 2 us.
 PARALLEL_THRESHOLD = 1 << 16
+#: The same for compute-bound kernels (log, exp, trigonometry: several ns per element):
+#: serial/parallel = 0.83 at 2^12, 1.47 at 2^14 elements (log2 and exp alike).
+PARALLEL_THRESHOLD_HEAVY = 1 << 13
 
 _JIT = {"cache": True, "error_model": "numpy", "nogil": True}
 
@@ -103,9 +108,10 @@ class ElementwiseKernel:
     tensors.
     """
 
-    def __init__(self, scalar_fn: Callable, arity: int) -> None:
+    def __init__(self, scalar_fn: Callable, arity: int, parallel_threshold: int) -> None:
         self.name = scalar_fn.__name__
         self.arity = arity
+        self.parallel_threshold = parallel_threshold
         self._serial, self._parallel = _LOOP_MAKERS[arity](scalar_fn, _fingerprint(scalar_fn))
 
     def __call__(
@@ -118,7 +124,7 @@ class ElementwiseKernel:
         """Apply the scalar function elementwise into a new (or the given) array of ``shape``."""
         if out is None:
             out = np.empty(shape, dtype=out_dtype)
-        loop = self._parallel if out.size >= PARALLEL_THRESHOLD else self._serial
+        loop = self._parallel if out.size >= self.parallel_threshold else self._serial
         if len(shape) == 1:  # already flat: skip the reshapes (a tiny op's main cost here)
             loop(*operands, out)
         else:
@@ -132,7 +138,7 @@ class ElementwiseKernel:
         return f"ElementwiseKernel({self.name}, arity={self.arity})"
 
 
-def elementwise(scalar_fn: Callable, arity: int = 1) -> ElementwiseKernel:
+def elementwise(scalar_fn: Callable, arity: int = 1, heavy: bool = False) -> ElementwiseKernel:
     """Generate the loops of ``scalar_fn``; see :class:`ElementwiseKernel`.
 
     Parameters
@@ -142,7 +148,11 @@ def elementwise(scalar_fn: Callable, arity: int = 1) -> ElementwiseKernel:
         and decorated with ``numba.extending.register_jitable`` or typed by ``overload``).
     arity : int
         Number of array inputs: 1 (forward), 2 or 3 (fused backward kernels).
+    heavy : bool
+        The scalar function is compute-bound (a transcendental): go parallel from
+        :data:`PARALLEL_THRESHOLD_HEAVY` elements instead of :data:`PARALLEL_THRESHOLD`.
     """
     if arity not in _LOOP_MAKERS:
         raise ValueError(f"elementwise kernels take 1, 2 or 3 inputs, not {arity}")
-    return ElementwiseKernel(scalar_fn, arity)
+    threshold = PARALLEL_THRESHOLD_HEAVY if heavy else PARALLEL_THRESHOLD
+    return ElementwiseKernel(scalar_fn, arity, threshold)

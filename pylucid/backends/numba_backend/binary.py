@@ -11,13 +11,13 @@ from pylucid.dtypes import DType
 from pylucid.kernels import binary_math as bm
 from pylucid.kernels.loops import ElementwiseKernel, elementwise
 
-_POW = elementwise(bm.power, arity=2)
-_IPOW = elementwise(bm.ipow, arity=2)
-_POW_GRAD_A = elementwise(bm.pow_grad_a, arity=3)
-_POW_GRAD_B = elementwise(bm.pow_grad_b, arity=3)
-_ATAN2 = elementwise(bm.atan2, arity=2)
-_ATAN2_GRAD_A = elementwise(bm.atan2_grad_a, arity=3)
-_ATAN2_GRAD_B = elementwise(bm.atan2_grad_b, arity=3)
+_POW = elementwise(bm.power, arity=2, heavy=True)
+_IPOW = elementwise(bm.ipow, arity=2, heavy=True)
+_POW_GRAD_A = elementwise(bm.pow_grad_a, arity=3, heavy=True)
+_POW_GRAD_B = elementwise(bm.pow_grad_b, arity=3, heavy=True)
+_ATAN2 = elementwise(bm.atan2, arity=2, heavy=True)
+_ATAN2_GRAD_A = elementwise(bm.atan2_grad_a, arity=3, heavy=True)
+_ATAN2_GRAD_B = elementwise(bm.atan2_grad_b, arity=3, heavy=True)
 _MAXIMUM = elementwise(bm.maximum, arity=2)
 _MINIMUM = elementwise(bm.minimum, arity=2)
 _MAXIMUM_GRAD = elementwise(bm.maximum_grad, arity=3)

@@ -10,15 +10,15 @@ from pylucid.dtypes import DType, as_dtype
 from pylucid.kernels import scalar
 from pylucid.kernels.loops import PARALLEL_THRESHOLD, elementwise
 
-_LOG2 = elementwise(scalar.log2)
+_LOG2 = elementwise(scalar.log2, heavy=True)
 _NEG = elementwise(scalar.neg)
 _ADD = elementwise(scalar.add, arity=2)
 _SUB = elementwise(scalar.sub, arity=2)
 _MUL = elementwise(scalar.mul, arity=2)
 _DIV = elementwise(scalar.div, arity=2)
 _DIV_GRAD_B = elementwise(scalar.div_grad_b, arity=3)
-_POW_SCALAR = elementwise(scalar.pow_scalar, arity=2)
-_POW_SCALAR_GRAD = elementwise(scalar.pow_scalar_grad, arity=3)
+_POW_SCALAR = elementwise(scalar.pow_scalar, arity=2, heavy=True)
+_POW_SCALAR_GRAD = elementwise(scalar.pow_scalar_grad, arity=3, heavy=True)
 
 
 def _operand(a: np.ndarray | float, shape: Shape, dtype: np.dtype) -> np.ndarray | np.generic:

@@ -51,17 +51,17 @@ UNARY_KERNELS: dict[str, tuple[Callable, Callable | None]] = {
     "sign": (k.sign, None),
 }
 
-_LOG_BASE_GRAD = elementwise(k.log_base_grad, arity=3)
+_LOG_BASE_GRAD = elementwise(k.log_base_grad, arity=3, heavy=True)
 _LEAKY_RELU = elementwise(k.leaky_relu, arity=2)
 _LEAKY_RELU_GRAD = elementwise(k.leaky_relu_grad, arity=3)
-_ELU = elementwise(k.elu, arity=2)
-_ELU_GRAD = elementwise(k.elu_grad, arity=3)
-_SOFTPLUS = elementwise(k.softplus, arity=3)
-_SOFTPLUS_GRAD = elementwise(k.softplus_grad, arity=3)
-_GELU = {"none": elementwise(k.gelu), "tanh": elementwise(k.gelu_tanh)}
+_ELU = elementwise(k.elu, arity=2, heavy=True)
+_ELU_GRAD = elementwise(k.elu_grad, arity=3, heavy=True)
+_SOFTPLUS = elementwise(k.softplus, arity=3, heavy=True)
+_SOFTPLUS_GRAD = elementwise(k.softplus_grad, arity=3, heavy=True)
+_GELU = {"none": elementwise(k.gelu, heavy=True), "tanh": elementwise(k.gelu_tanh, heavy=True)}
 _GELU_GRAD = {
-    "none": elementwise(k.gelu_grad, arity=2),
-    "tanh": elementwise(k.gelu_tanh_grad, arity=2),
+    "none": elementwise(k.gelu_grad, arity=2, heavy=True),
+    "tanh": elementwise(k.gelu_tanh_grad, arity=2, heavy=True),
 }
 _CLAMP = elementwise(k.clamp, arity=3)
 _CLAMP_GRAD = elementwise(k.clamp_grad, arity=3)
@@ -85,12 +85,19 @@ def _backward(name: str, kernel: ElementwiseKernel) -> Callable[..., np.ndarray]
     return primitive
 
 
+#: The pointwise ops that cost under a nanosecond per element (memory-bound loops); the
+#: others are transcendental and go parallel sooner (kernels.loops.PARALLEL_THRESHOLD_HEAVY).
+_CHEAP = frozenset({"abs", "relu", "sign", "square", "reciprocal", "sqrt", "rsqrt"})
+
+
 def _with_unary_kernels(cls: type) -> type:
     """Add the ``name`` / ``name_backward`` primitives of :data:`UNARY_KERNELS` to ``cls``."""
     for name, (forward, backward) in UNARY_KERNELS.items():
-        setattr(cls, name, _forward(name, elementwise(forward)))
+        heavy = name not in _CHEAP
+        setattr(cls, name, _forward(name, elementwise(forward, heavy=heavy)))
         if backward is not None:
-            setattr(cls, f"{name}_backward", _backward(name, elementwise(backward, arity=2)))
+            kernel = elementwise(backward, arity=2, heavy=heavy)
+            setattr(cls, f"{name}_backward", _backward(name, kernel))
     return cls
 
 
