@@ -48,9 +48,7 @@ def creation_site() -> str | None:
 
 
 def check_gradients(node: Any, gradients: tuple[Any, ...]) -> None:
-    """Raise :class:`AnomalyError` if anomaly detection is on and a gradient is not finite."""
-    if not is_anomaly_enabled():
-        return
+    """Raise :class:`AnomalyError` if a gradient is not finite (call it in anomaly mode)."""
     for index, g in enumerate(gradients):
         if g is not None and not node.all_finite(g):
             site = getattr(node, "creation_site", None) or "(not recorded)\n"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pylucid.graph.anomaly import check_gradients
-from pylucid.graph.grad_mode import set_grad_enabled
+from pylucid.graph.anomaly import check_gradients, is_anomaly_enabled
+from pylucid.graph.grad_mode import swap_grad_mode
 from pylucid.graph.node import AccumulateGrad, Node
 
 __all__ = ["backward", "grad", "run_backward"]
@@ -88,13 +88,15 @@ def run_backward(
     needed = _leading_to(list(pending), targets) if capture is not None else None
     captured: dict[Node, Any] = {}
     ready = [node for node in pending if dependencies.get(node, 0) == 0]
-    with set_grad_enabled(create_graph):
+    anomaly = is_anomaly_enabled()
+    previous_mode = swap_grad_mode(create_graph)
+    try:
         while ready:
             node = ready.pop()
             g = pending.pop(node, None)
             if g is not None and node.pre_hooks:
                 g = node.run_pre_hooks(g)
-            if node in targets:
+            if targets and node in targets:
                 captured[node] = g
             skip = g is None or (needed is not None and node not in needed)
             if isinstance(node, AccumulateGrad):
@@ -104,12 +106,14 @@ def run_backward(
             outputs = (None,) * len(node.next_edges)
             if not skip:
                 outputs = node.backward_graph(g) if create_graph else node.backward(g)
-                check_gradients(node, outputs)
+                if anomaly:
+                    check_gradients(node, outputs)
                 if not retain_graph:
                     node.release()
-            routed = [id(o) for o in outputs if o is not None]
-            if len(set(routed)) < len(routed) or id(g) in routed:
-                shared.update(routed)  # the same storage goes to several places
+            if len(outputs) > 1 or (outputs and outputs[0] is g):
+                routed = [id(o) for o in outputs if o is not None]
+                if len(set(routed)) < len(routed) or id(g) in routed:
+                    shared.update(routed)  # the same storage goes to several places
             for child, child_grad in zip(node.next_edges, outputs):
                 if child is None:
                     continue
@@ -121,6 +125,8 @@ def run_backward(
                 dependencies[child] -= 1
                 if dependencies[child] == 0:
                     ready.append(child)
+    finally:
+        swap_grad_mode(previous_mode)
     return captured
 
 

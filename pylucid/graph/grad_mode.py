@@ -26,6 +26,13 @@ def _set(mode: bool) -> None:
     _local.enabled = mode
 
 
+def swap_grad_mode(mode: bool) -> bool:
+    """Set grad mode to ``mode``; return the previous mode (for the engine's hot loop)."""
+    previous = getattr(_local, "enabled", True)
+    _local.enabled = mode
+    return previous
+
+
 class _GradMode(ContextDecorator):
     """Sets grad mode to ``mode`` inside a ``with`` block or a decorated function."""
 

@@ -218,30 +218,28 @@ class Op(Node):
         dtype: DType,
         params: dict[str, Any],
     ) -> None:
-        super().__init__()
-        for key, value in params.items():
-            setattr(self, key, value)
+        self.pre_hooks = []
+        if params:
+            self.__dict__.update(params)
         self.backend = backend
-        self.shape, self.dtype, self.output_dtype = result.shape, dtype, result.dtype
+        self.shape, self.dtype, self.output_dtype = result._shape, dtype, result._dtype
         self.rounded_result = result._storage is not out
-        self.input_shapes = tuple(t.shape for t in inputs)
-        self.input_dtypes = tuple(t.dtype for t in inputs)
-        self.next_edges = tuple(t._grad_edge() if t.requires_grad else None for t in inputs)
+        self.input_shapes = tuple([t._shape for t in inputs])
+        self.input_dtypes = tuple([t._dtype for t in inputs])
+        edges = tuple([t._grad_edge() if t._requires_grad else None for t in inputs])
+        self.next_edges = edges
+        self.needs_input_grad = tuple([edge is not None for edge in edges])
         self.creation_site = creation_site()
-        saved = self.schema_v1.saved
-        by_name = dict(zip(self.input_labels(len(inputs)), zip(storages, inputs)))
-        values = {k: by_name[k][0] for k in saved if k != "result"}
-        tensors = {k: by_name[k][1] for k in saved if k != "result"}
-        counters = {k: t._version for k, t in tensors.items()}
-        if "result" in saved:
-            values["result"] = out
-            counters["result"] = result._version
+        values, tensors, counters = {}, {}, {}
+        for name in self.schema_v1.saved:
+            if name == "result":
+                values[name], counters[name] = out, result._version
+            else:
+                index = self.input_names.index(name)
+                values[name], tensors[name] = storages[index], inputs[index]
+                counters[name] = inputs[index]._version
         self.saved = SavedValues(self.name, values, tensors, counters)
 
-    @property
-    def needs_input_grad(self) -> tuple[bool, ...]:
-        """For each input, whether its gradient is needed."""
-        return tuple(edge is not None for edge in self.next_edges)
 
     def saved_tensor(self, name: str) -> Tensor:
         """A saved value as a Tensor in the graph, in the compute dtype, for
