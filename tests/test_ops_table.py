@@ -53,8 +53,16 @@ def test_forward_matches_numpy_float64(info, shapes, dtype, device, rng) -> None
         np.testing.assert_allclose(g.numpy().astype(np.float64), r, rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize(
+    "check",
+    [
+        pytest.param(pl.graph.gradcheck, id="gradcheck"),
+        # second derivatives: the create_graph gradient against finite differences of itself
+        pytest.param(pl.graph.gradgradcheck, id="gradgradcheck"),
+    ],
+)
 @pytest.mark.parametrize(("info", "shapes"), CASES)
-def test_gradcheck_float64(info, shapes, device, rng) -> None:
+def test_derivatives_float64(info, shapes, check, device, rng) -> None:
     _skip_unsupported(info, device)
     if not pl.ops.get_schema(info.name).differentiable:
         pytest.skip(f"{info.name} has no gradient by definition")
@@ -62,20 +70,7 @@ def test_gradcheck_float64(info, shapes, device, rng) -> None:
         pl.tensor(a, dtype=pl.float64, device=device, requires_grad=True)
         for a in info.sample(rng, shapes)
     ]
-    assert pl.graph.gradcheck(info.call, inputs, **info.gradcheck_kwargs)
-
-
-@pytest.mark.parametrize(("info", "shapes"), CASES)
-def test_gradgradcheck_float64(info, shapes, device, rng) -> None:
-    """Second derivatives: the create_graph gradient against finite differences of itself."""
-    _skip_unsupported(info, device)
-    if not pl.ops.get_schema(info.name).differentiable:
-        pytest.skip(f"{info.name} has no gradient by definition")
-    inputs = [
-        pl.tensor(a, dtype=pl.float64, device=device, requires_grad=True)
-        for a in info.sample(rng, shapes)
-    ]
-    assert pl.graph.gradgradcheck(info.call, inputs, **info.gradcheck_kwargs)
+    assert check(info.call, inputs, **info.gradcheck_kwargs)
 
 
 @pytest.mark.skipif(MLX_MISSING, reason="needs both backends; mlx is not installed")

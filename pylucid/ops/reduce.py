@@ -283,6 +283,13 @@ class _ArgExtremumOp(Op):
     def result_dtype(cls, compute_dtype: DType) -> DType:
         return int64
 
+    @classmethod
+    def dispatch(
+        cls, be: Backend, a: Any, shape: Shape, dtype: DType, axis: int | None, keepdims: bool
+    ) -> Any:
+        """The backend primitive named like the op: ``be.argmax(a, axis, keepdims, dtype)``."""
+        return getattr(be, cls.schema_v1.name)(a, axis, keepdims, dtype)
+
 
 class ArgmaxBackward(_ArgExtremumOp):
     """The op ``argmax``: the index of the first maximum along ``axis`` (of the flattened
@@ -292,12 +299,6 @@ class ArgmaxBackward(_ArgExtremumOp):
 
     schema_v1 = OpSchema(name="argmax", amp_policy=AmpPolicy.KEEP_INPUT, differentiable=False)
 
-    @staticmethod
-    def dispatch(
-        be: Backend, a: Any, shape: Shape, dtype: DType, axis: int | None, keepdims: bool
-    ) -> Any:
-        return be.argmax(a, axis, keepdims, dtype)
-
 
 class ArgminBackward(_ArgExtremumOp):
     """The op ``argmin``: the index of the first minimum along ``axis`` (of the flattened
@@ -306,12 +307,6 @@ class ArgminBackward(_ArgExtremumOp):
     """
 
     schema_v1 = OpSchema(name="argmin", amp_policy=AmpPolicy.KEEP_INPUT, differentiable=False)
-
-    @staticmethod
-    def dispatch(
-        be: Backend, a: Any, shape: Shape, dtype: DType, axis: int | None, keepdims: bool
-    ) -> Any:
-        return be.argmin(a, axis, keepdims, dtype)
 
 
 class _MomentOp(ReduceOp):
