@@ -7,6 +7,7 @@ import json
 import math
 
 import numba
+import numpy as np
 import pytest
 
 import pylucid as pl
@@ -165,3 +166,40 @@ def test_jit_probe_reports_every_timing() -> None:
     timings = run_probe("log2", cache_dir=None)
     assert all(positive_finite(timings[key]) for key in timings), timings
     assert timings["first_op_s"] >= timings["first_forward_s"]
+
+
+def test_half_dtypes_are_timed_forward_against_numpys_float32_chain() -> None:
+    impls = ("pylucid", "pylucid.autocast", "pylucid.kernel", "numpy")
+    doc = bench.run(tiny_config(dtypes=("float16", "bfloat16", "float32"), impls=impls))
+    assert doc["errors"] == [] and doc["missing"] == []
+    got = {(r["kind"], r["dtype"], r["impl"]) for r in doc["results"]}
+    for dtype in ("float16", "bfloat16"):
+        assert {("forward", dtype, impl) for impl in impls} <= got
+        assert not any(kind != "forward" for kind, d, _ in got if d == dtype)
+        half_rows = [r for r in doc["results"] if r["dtype"] == dtype]
+        assert all(r["bytes"] == 400 for r in half_rows)  # 2 bytes in, 2 bytes out
+        assert all(positive_finite(r["vs_numpy"]) for r in half_rows)
+    # autocast changes nothing for float32 inputs: no such row, and nothing reported missing
+    assert ("forward", "float32", "pylucid.autocast") not in got
+    lines = report.text(doc).splitlines()
+    assert any(line.startswith("bfloat16  100") for line in lines)
+
+
+def test_half_cases_compute_what_numpy_computes() -> None:
+    from pylucid.bench.cases import build_case, load_libraries, make_inputs
+
+    op = bench.benchmark_ops()["log2"]
+    impls = ("pylucid", "pylucid.autocast", "pylucid.kernel", "numpy")
+    for dtype in ("float16", "bfloat16"):
+        inputs = make_inputs(op, dtype, 1000)
+        calls, missing = build_case("forward", op, dtype, inputs, impls, load_libraries(impls))
+        assert set(calls) == set(impls) and missing == {}
+        want = calls["numpy"]()
+        assert want.dtype == inputs.x.dtype
+        for impl in ("pylucid", "pylucid.kernel"):
+            got = calls[impl]()
+            got = got.numpy() if isinstance(got, pl.Tensor) else got
+            assert got.dtype == want.dtype and np.array_equal(got.view("u2"), want.view("u2"))
+        autocast = calls["pylucid.autocast"]()
+        assert autocast.dtype is pl.float32
+        assert np.array_equal(autocast.numpy().astype(want.dtype).view("u2"), want.view("u2"))

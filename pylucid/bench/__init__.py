@@ -8,8 +8,10 @@ Run it as ``python -m pylucid bench [--quick]`` (see :mod:`pylucid.bench.cli`) o
 
 In one process it measures the copy bandwidth of 2 threads (:mod:`.bandwidth`), then times
 every case (:mod:`.cases`: each unary elementwise op of the op database, forward, backward
-and forward+backward through the graph, for each dtype and size) for every implementation
-side by side (:mod:`.timing`), then the JIT cost in fresh processes (:mod:`.jit_cost`).
+and forward+backward through the graph, for each dtype and size; float16 and bfloat16
+forward only, against NumPy's ``astype(float32)`` -> op -> ``astype`` chain) for every
+implementation side by side (:mod:`.timing`), then the JIT cost in fresh processes
+(:mod:`.jit_cost`).
 
 The document :func:`run` returns (and ``bench.json`` holds)::
 
@@ -28,8 +30,9 @@ The document :func:`run` returns (and ``bench.json`` holds)::
                   (other processes only ever lower a measurement)
     results       one row per (kind, op, dtype, size, impl):
                     kind       "forward" | "backward" | "forward_backward"
-                    op, dtype, size (elements), impl ("pylucid", "pylucid.kernel",
-                    "numpy", "torch", "mlx", "pylucid.mlx")
+                    op, dtype ("float32", "float64", "float16", "bfloat16"), size
+                    (elements), impl ("pylucid", "pylucid.autocast" (half dtypes
+                    only), "pylucid.kernel", "numpy", "torch", "mlx", "pylucid.mlx")
                     bytes      least bytes one call reads + writes
                     median_s, min_s   time per call over `repeats` batches of `number` calls
                     number, repeats, samples_s (the time per call of each batch)

@@ -28,9 +28,18 @@ Three kinds of case, each timed for every implementation on the same inputs:
     training step, at small sizes); ``numpy`` is the forward and the formula, ``mlx`` both
     outputs of ``mx.vjp``.
 
+Half precision (dtypes ``float16`` and ``bfloat16``, :data:`HALF_DTYPES`) is timed forward
+only. NumPy has no half arithmetic worth the name, so its implementation is the chain a NumPy
+user writes - ``np.log2(x.astype(np.float32)).astype(x.dtype)`` - and pylucid's ``FORCE_FP32``
+ops (log2, exp, ...) compute half inputs in float32 too: ``pylucid`` outside autocast (the
+result rounded to the half dtype), ``pylucid.autocast`` under ``pl.autocast`` (the float32
+result), ``pylucid.kernel`` the backend primitive with the half dtype. PyTorch runs the op on
+its own half tensors; MLX on an array converted to its half type.
+
 The bytes a case moves (for GB/s) are the least an implementation must read and write: a
 forward reads ``x`` and writes ``y``; a backward reads the values the op's schema saves and
-``g`` and writes the gradient.
+``g`` and writes the gradient (in the case's dtype: a half forward moves 2 + 2 bytes per
+element, although ``pylucid.autocast`` writes a float32 result).
 """
 
 from __future__ import annotations
@@ -44,13 +53,16 @@ from typing import Any
 import numpy as np
 
 import pylucid as pl
+from pylucid.dtypes import as_dtype
 from pylucid.opinfo import OPS, OpInfo
 from pylucid.ops.base import Op, UnaryOp
 
 __all__ = [
     "ALIASES",
+    "ALL_DTYPES",
     "ALL_IMPLS",
     "DEFAULT_IMPLS",
+    "HALF_DTYPES",
     "KINDS",
     "NUMPY_GRADIENTS",
     "BenchOp",
@@ -61,11 +73,21 @@ __all__ = [
     "case_bytes",
     "load_libraries",
     "make_inputs",
+    "numpy_dtype",
 ]
 
 KINDS = ("forward", "backward", "forward_backward")
-DEFAULT_IMPLS = ("pylucid", "pylucid.kernel", "numpy", "torch", "mlx")
+DEFAULT_IMPLS = ("pylucid", "pylucid.autocast", "pylucid.kernel", "numpy", "torch", "mlx")
 ALL_IMPLS = (*DEFAULT_IMPLS, "pylucid.mlx")
+#: The 16-bit dtypes: timed forward only (see the module docstring).
+HALF_DTYPES = ("float16", "bfloat16")
+ALL_DTYPES = ("float32", "float64", *HALF_DTYPES)
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a dtype name (``"bfloat16"``: ml_dtypes' type)."""
+    return as_dtype(name).numpy
+
 
 #: Other names an op goes by in NumPy, PyTorch or MLX, tried after its own name.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -229,8 +251,10 @@ class Inputs:
 def make_inputs(op: BenchOp, dtype: str, size: int, seed: int = 0) -> Inputs:
     """Sample ``x`` with the op's sampler and ``g`` uniform in [0.5, 1.5), as ``dtype``."""
     rng = np.random.default_rng(seed)
-    x = op.info.sample(rng, ((size,),))[0].astype(dtype)
-    g = rng.uniform(0.5, 1.5, size=size).astype(dtype)
+    np_dtype = numpy_dtype(dtype)
+    with np.errstate(over="ignore"):  # a sample beyond float16's range becomes inf
+        x = op.info.sample(rng, ((size,),))[0].astype(np_dtype)
+    g = rng.uniform(0.5, 1.5, size=size).astype(np_dtype)
     return Inputs(x, g)
 
 
@@ -239,6 +263,21 @@ def case_bytes(kind: str, op: BenchOp, inputs: Inputs) -> int:
     forward = 2 * inputs.nbytes
     backward = (op.saved_count + 2) * inputs.nbytes
     return {"forward": forward, "backward": backward, "forward_backward": forward + backward}[kind]
+
+
+def _mlx_array(mx: Any, a: np.ndarray, dtype: str) -> Any:
+    """``a`` as an MLX array of ``dtype`` (bfloat16 through float32: MLX does not read
+    ml_dtypes' arrays)."""
+    if dtype == "bfloat16":
+        return mx.array(a.astype(np.float32)).astype(mx.bfloat16)
+    return mx.array(a, dtype=getattr(mx, dtype))
+
+
+def _torch_tensor(torch: Any, a: np.ndarray, dtype: str) -> Any:
+    """``a`` as a PyTorch tensor sharing its memory (bfloat16 through an int16 view)."""
+    if dtype == "bfloat16":
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
 
 
 def _mlx_fn(op: BenchOp, libs: Libraries, dtype: str) -> Callable[[Any], Any] | None:
@@ -270,6 +309,9 @@ def build_case(
     """
     if kind != "forward" and not op.op_class.schema_v1.differentiable:
         return {}, {impl: f"{op.name} is not differentiable" for impl in impls}
+    half = dtype in HALF_DTYPES
+    if half and kind != "forward":
+        return {}, {}
     x, g = inputs.x, inputs.g
     shape = x.shape
     calls: dict[str, Callable[[], object]] = {}
@@ -285,6 +327,8 @@ def build_case(
     if kind == "forward":
         x_pl = pl.from_numpy(x)
         calls["pylucid"] = lambda: call(x_pl)
+        if half:
+            calls["pylucid.autocast"] = lambda: _under_autocast(call, x_pl)
         if not op.has_params:
             be, pl_dtype = x_pl._backend, x_pl.dtype
             calls["pylucid.kernel"] = lambda: op.op_class.dispatch(
@@ -292,12 +336,15 @@ def build_case(
             )
         else:
             missing["pylucid.kernel"] = f"{op.name}'s dispatch takes op parameters"
-        calls["numpy"] = lambda: np_fn(x)
+        if half:  # what a NumPy user writes: widen, compute in float32, round
+            calls["numpy"] = lambda: np_fn(x.astype(np.float32)).astype(x.dtype)
+        else:
+            calls["numpy"] = lambda: np_fn(x)
         if torch_fn is not None:
-            xt = libs.torch.from_numpy(x)
+            xt = _torch_tensor(libs.torch, x, dtype)
             calls["torch"] = lambda: torch_fn(xt)
         if mlx_fn is not None:
-            xm = mx.array(x, dtype=getattr(mx, dtype))
+            xm = _mlx_array(mx, x, dtype)
             calls["mlx"] = lambda: mx.eval(mlx_fn(xm))
         if mx is not None and "pylucid.mlx" in impls:
             x_gpu = x_pl.to("gpu")
@@ -358,6 +405,13 @@ def build_case(
         missing["pylucid.mlx"] = libs.skipped.get("pylucid.mlx", "MLX is not installed")
     wanted = {name: fn for name, fn in calls.items() if name in impls}
     return wanted, {name: why for name, why in missing.items() if name in impls}
+
+
+def _under_autocast(call: Callable[[Any], Any], x: Any) -> Any:
+    """``call(x)`` under ``pl.autocast`` to ``x``'s half dtype (a ``FORCE_FP32`` op then
+    returns its float32 result)."""
+    with pl.autocast(dtype=x.dtype):
+        return call(x)
 
 
 def _backward_and_reset(y: Any, g: Any, x: Any, retain_graph: bool = False) -> Any:

@@ -31,7 +31,7 @@ def _size(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``bench`` options to ``parser``."""
-    from pylucid.bench.cases import ALL_IMPLS, DEFAULT_IMPLS, KINDS
+    from pylucid.bench.cases import ALL_DTYPES, ALL_IMPLS, DEFAULT_IMPLS, KINDS
 
     parser.add_argument(
         "--quick", action="store_true", help="fewer sizes and shorter timings (under a minute)"
@@ -39,7 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sizes", nargs="+", type=_size, metavar="N", help="element counts, e.g. 1e3 1e6 6.4e7"
     )
-    parser.add_argument("--dtypes", nargs="+", choices=("float32", "float64"), help="default: both")
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        choices=ALL_DTYPES,
+        help="default: all (float16 and bfloat16 are timed forward only)",
+    )
     parser.add_argument(
         "--ops", nargs="+", metavar="OP", help="op names, or 'all' (default: log2; see --list)"
     )

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pylucid.bench.cases import ALL_IMPLS
+from pylucid.bench.cases import ALL_IMPLS, HALF_DTYPES
 
 __all__ = [
     "format_size",
@@ -174,6 +174,24 @@ def headlines(doc: dict[str, Any], stat: str = "median") -> list[str]:
             )
             if kernel is not None:
                 text += f" (kernel alone {_ratio(kernel['vs_numpy'])} NumPy)"
+            lines.append(text)
+    for dtype in HALF_DTYPES:
+        for size in (s for s in sizes if s in (1_000_000, 10_000_000)):
+            ours = row("forward", dtype, size, "pylucid")
+            if ours is None:
+                continue
+            text = (
+                f"{op} forward {dtype} {format_size(size)}: pylucid {format_time(ours['time_s'])}"
+                f" = {_ratio(ours['vs_numpy'])} NumPy's astype(float32) -> {op} -> astype chain"
+            )
+            if ours["vs_torch"] is not None:
+                text += f", {_ratio(ours['vs_torch'])} torch"
+            autocast = row("forward", dtype, size, "pylucid.autocast")
+            if autocast is not None:
+                text += (
+                    f"; under autocast (float32 result) {format_time(autocast['time_s'])} = "
+                    f"{_ratio(autocast['vs_numpy'])}"
+                )
             lines.append(text)
     largest = sizes[-1]
     if largest >= 1_000_000:
@@ -397,6 +415,9 @@ def plot(doc: dict[str, Any], path: str | Path, stat: str = "median") -> str:
                 )
                 if points:
                     ax.plot(*zip(*points), marker="o", markersize=3, label=impl, color=_color(impl))
+            if not ax.lines:  # no case of this kind for this dtype (halves: forward only)
+                ax.set_visible(False)
+                continue
             ax.axhline(doc["copy_gbps"], color="gray", linestyle="--", label="copy")
             ax.set(xscale="log", yscale="log", xlabel="elements", ylabel="GB/s")
             ax.set_title(f"{op} {kind.replace('_', '+')} {dtype}", fontsize=10)

@@ -23,8 +23,10 @@ import numpy as np
 import pylucid as pl
 from pylucid.bench.bandwidth import copy_bandwidth
 from pylucid.bench.cases import (
+    ALL_DTYPES,
     ALL_IMPLS,
     DEFAULT_IMPLS,
+    HALF_DTYPES,
     KINDS,
     benchmark_ops,
     build_case,
@@ -43,7 +45,8 @@ SCHEMA = "pylucid-bench/1"
 #: (256 MB of float32: far beyond the caches, where only memory bandwidth counts).
 SIZES = (1, 10, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 64_000_000)
 QUICK_SIZES = (10, 10_000, 1_000_000, 10_000_000)
-DTYPES = ("float32", "float64")
+#: float16 and bfloat16 are timed forward only (see :mod:`pylucid.bench.cases`).
+DTYPES = ALL_DTYPES
 QUICK_TIMER = TimerConfig(target_s=0.02, repeats=3, warmup=1, slow_call_s=0.05)
 
 
@@ -56,7 +59,8 @@ class Config:
     ops : tuple of str
         Op names (see :func:`pylucid.bench.cases.benchmark_ops`; ``"all"`` for every one).
     dtypes, sizes, kinds, impls : tuple
-        The grid: every op x dtype x size x kind, each timing every implementation.
+        The grid: every op x dtype x size x kind, each timing every implementation (the
+        half dtypes, float16 and bfloat16, have the forward kind only).
     threads : int
         Threads for Numba (pylucid's kernels, the copy bandwidth) and PyTorch.
     timer : TimerConfig
@@ -236,7 +240,7 @@ def run(
         The document described in :mod:`pylucid.bench` (JSON-ready).
     """
     config = replace(config or Config(), **overrides)
-    for field_name, allowed in (("kinds", KINDS), ("dtypes", DTYPES), ("impls", ALL_IMPLS)):
+    for field_name, allowed in (("kinds", KINDS), ("dtypes", ALL_DTYPES), ("impls", ALL_IMPLS)):
         unknown = set(getattr(config, field_name)) - set(allowed)
         if unknown:
             raise ValueError(f"unknown {field_name} {sorted(unknown)}; choose from {allowed}")
@@ -253,7 +257,7 @@ def run(
             "skipped": dict(libs.skipped),
         }
         doc["config"]["ops"] = list(ops)
-        total = len(ops) * len(config.dtypes) * len(config.sizes) * len(config.kinds)
+        total = len(ops) * len(config.sizes) * sum(len(_kinds(config, d)) for d in config.dtypes)
         bar = _Progress(progress, total)
         bar.note("measuring the copy bandwidth ...")
         doc["bandwidth"] = copy_bandwidth(config.threads, config.bandwidth_bytes)
@@ -288,6 +292,13 @@ def run(
     return doc
 
 
+def _kinds(config: Config, dtype: str) -> tuple[str, ...]:
+    """The kinds of case run for ``dtype``: the half dtypes have a forward only."""
+    if dtype in HALF_DTYPES:
+        return tuple(kind for kind in config.kinds if kind == "forward")
+    return config.kinds
+
+
 def _run_cases(
     config: Config, ops: dict[str, Any], libs: Any, bar: _Progress
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -298,7 +309,7 @@ def _run_cases(
         for dtype in config.dtypes:
             for size in config.sizes:
                 inputs = make_inputs(op, dtype, size)
-                for kind in config.kinds:
+                for kind in _kinds(config, dtype):
                     where = {"kind": kind, "op": op.name, "dtype": dtype, "size": size}
                     bar.start(f"{kind} {op.name} {dtype} {format_size(size)}")
                     try:

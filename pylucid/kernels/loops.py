@@ -7,9 +7,16 @@ that runs it over contiguous arrays: a serial loop below :data:`PARALLEL_THRESHO
 a ``prange`` loop above it. Forward kernels are unary (``x -> f(x)``); fused backward kernels
 are binary (``(x, g) -> df``) or ternary, and read each input once and write once.
 
+float16 and bfloat16 operands and outputs go through ``uint16`` views: each loop reads an
+element with a load conversion and writes one with a store conversion
+(:mod:`pylucid.kernels.half`; the identity for other dtypes), so the scalar function computes
+in float32 and no widened copy is made. The loops of each combination of conversions are
+generated on first use.
+
 Cached loops are keyed by Numba on the generated closure's contents; the closure carries a
-fingerprint of the scalar function's source file, so editing the scalar math invalidates the
-cache (Numba itself only watches the file that defines the loop).
+fingerprint of the scalar function's source file (and, for the half loops, of the
+conversions' file), so editing the scalar math invalidates the cache (Numba itself only
+watches the file that defines the loop).
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ from pathlib import Path
 import numba
 import numpy as np
 from numba.core import types
-from numba.extending import overload
+from numba.extending import overload, register_jitable
+
+from pylucid.kernels import half
 
 __all__ = ["PARALLEL_THRESHOLD", "PARALLEL_THRESHOLD_HEAVY", "ElementwiseKernel", "elementwise"]
 
@@ -54,49 +63,69 @@ def _at_typed(a, i):
     return lambda a, i: a
 
 
-def _loops_1(f: Callable, fingerprint: str) -> tuple[Callable, Callable]:
+@register_jitable
+def _same(v):
+    """The identity: the load of a float or integer operand and the store of such a result."""
+    return v
+
+
+#: The load of an operand read through a ``uint16`` view (half code -> conversion), and the
+#: store of a half output; :func:`_same` where there is no conversion.
+_LOADS = {None: _same, "f16": half.f16_to_f32, "bf16": half.bf16_to_f32}
+_STORES = {None: _same, "f16": half.f32_to_f16, "bf16": half.f32_to_bf16}
+
+
+def _loops_1(f, fingerprint, load_x=_same, store=_same) -> tuple[Callable, Callable]:
     def serial(x, out):
         fingerprint  # noqa: B018  (a closure cell: makes the scalar source part of the cache key)
         for i in range(out.size):
-            out[i] = f(_at(x, i))
+            out[i] = store(f(load_x(_at(x, i))))
 
     def parallel(x, out):
         fingerprint  # noqa: B018
         for i in numba.prange(out.size):
-            out[i] = f(_at(x, i))
+            out[i] = store(f(load_x(_at(x, i))))
 
     return numba.njit(**_JIT)(serial), numba.njit(parallel=True, **_JIT)(parallel)
 
 
-def _loops_2(f: Callable, fingerprint: str) -> tuple[Callable, Callable]:
+def _loops_2(f, fingerprint, load_x=_same, load_y=_same, store=_same) -> tuple[Callable, Callable]:
     def serial(x, y, out):
         fingerprint  # noqa: B018
         for i in range(out.size):
-            out[i] = f(_at(x, i), _at(y, i))
+            out[i] = store(f(load_x(_at(x, i)), load_y(_at(y, i))))
 
     def parallel(x, y, out):
         fingerprint  # noqa: B018
         for i in numba.prange(out.size):
-            out[i] = f(_at(x, i), _at(y, i))
+            out[i] = store(f(load_x(_at(x, i)), load_y(_at(y, i))))
 
     return numba.njit(**_JIT)(serial), numba.njit(parallel=True, **_JIT)(parallel)
 
 
-def _loops_3(f: Callable, fingerprint: str) -> tuple[Callable, Callable]:
+def _loops_3(
+    f, fingerprint, load_x=_same, load_y=_same, load_z=_same, store=_same
+) -> tuple[Callable, Callable]:
     def serial(x, y, z, out):
         fingerprint  # noqa: B018
         for i in range(out.size):
-            out[i] = f(_at(x, i), _at(y, i), _at(z, i))
+            out[i] = store(f(load_x(_at(x, i)), load_y(_at(y, i)), load_z(_at(z, i))))
 
     def parallel(x, y, z, out):
         fingerprint  # noqa: B018
         for i in numba.prange(out.size):
-            out[i] = f(_at(x, i), _at(y, i), _at(z, i))
+            out[i] = store(f(load_x(_at(x, i)), load_y(_at(y, i)), load_z(_at(z, i))))
 
     return numba.njit(**_JIT)(serial), numba.njit(parallel=True, **_JIT)(parallel)
 
 
 _LOOP_MAKERS = {1: _loops_1, 2: _loops_2, 3: _loops_3}
+#: The fingerprint of the conversions, added to the half loops' cache key.
+_HALF_FINGERPRINT = _fingerprint(half.f16_to_f32)
+
+
+def _flat(a):
+    return a.reshape(-1) if isinstance(a, np.ndarray) else a
 
 
 class ElementwiseKernel:
@@ -106,13 +135,24 @@ class ElementwiseKernel:
     operand is read once per element: the common broadcast of a tensor with a number). It
     allocates the output unless ``out`` is given. It maps arrays to arrays and knows nothing of
     tensors.
+
+    Operands and the output may be float16 or bfloat16 (see :mod:`pylucid.kernels.half`):
+    such an array is read through a ``uint16`` view and each element converted to float32 in
+    registers, so the scalar function sees exactly what it would for float32 operands, and a
+    half output is written from that float32 result, rounded once to nearest even. No
+    float32 copy of a half array is made. The loops of each combination of half operands
+    and output are generated and compiled on first use.
     """
 
     def __init__(self, scalar_fn: Callable, arity: int, parallel_threshold: int) -> None:
         self.name = scalar_fn.__name__
         self.arity = arity
         self.parallel_threshold = parallel_threshold
-        self._serial, self._parallel = _LOOP_MAKERS[arity](scalar_fn, _fingerprint(scalar_fn))
+        self._scalar_fn = scalar_fn
+        self._fingerprint = _fingerprint(scalar_fn)
+        self._serial, self._parallel = _LOOP_MAKERS[arity](scalar_fn, self._fingerprint)
+        #: (half codes of the operands, of the output) -> (serial, parallel) loops.
+        self._half_loops: dict[tuple[tuple[str | None, ...], str | None], tuple] = {}
 
     def __call__(
         self,
@@ -122,17 +162,52 @@ class ElementwiseKernel:
         out: np.ndarray | None = None,
     ) -> np.ndarray:
         """Apply the scalar function elementwise into a new (or the given) array of ``shape``."""
+        for a in operands:  # 16-bit arrays are rare: one cheap test each on the common path
+            if type(a) is np.ndarray and a.itemsize == 2:
+                return self._call_half(operands, shape, out_dtype, out)
         if out is None:
             out = np.empty(shape, dtype=out_dtype)
+        if out.itemsize == 2:
+            return self._call_half(operands, shape, out_dtype, out)
         loop = self._parallel if out.size >= self.parallel_threshold else self._serial
         if len(shape) == 1:  # already flat: skip the reshapes (a tiny op's main cost here)
             loop(*operands, out)
         else:
-            loop(
-                *[a.reshape(-1) if isinstance(a, np.ndarray) else a for a in operands],
-                out.reshape(-1),
-            )
+            loop(*[_flat(a) for a in operands], out.reshape(-1))
         return out
+
+    def _call_half(self, operands, shape, out_dtype, out) -> np.ndarray:
+        """:meth:`__call__` with some half operands or a half output: through ``uint16``
+        views and the loops of that combination of conversions."""
+        loads, args = [], []
+        for a in operands:
+            code = half.half_dtype_code(a.dtype) if isinstance(a, np.generic | np.ndarray) else None
+            if code is not None and isinstance(a, np.generic):  # a half scalar: widen it once
+                a, code = np.float32(a), None
+            loads.append(code)
+            args.append(_flat(a).view(np.uint16) if code is not None else _flat(a))
+        if out is None:
+            out = np.empty(shape, dtype=out_dtype)
+        store = half.half_dtype_code(out.dtype)
+        flat_out = out.reshape(-1)
+        loops = self._loops_for(tuple(loads), store)
+        loop = loops[1] if out.size >= self.parallel_threshold else loops[0]
+        loop(*args, flat_out.view(np.uint16) if store is not None else flat_out)
+        return out
+
+    def _loops_for(self, loads: tuple[str | None, ...], store: str | None) -> tuple:
+        """The (serial, parallel) loops reading ``loads`` and writing ``store``, made once."""
+        key = (loads, store)
+        loops = self._half_loops.get(key)
+        if loops is None:
+            if not any(loads) and store is None:
+                loops = (self._serial, self._parallel)
+            else:
+                fingerprint = f"{self._fingerprint}:{_HALF_FINGERPRINT}"
+                conversions = [_LOADS[code] for code in loads] + [_STORES[store]]
+                loops = _LOOP_MAKERS[self.arity](self._scalar_fn, fingerprint, *conversions)
+            self._half_loops[key] = loops
+        return loops
 
     def __repr__(self) -> str:
         return f"ElementwiseKernel({self.name}, arity={self.arity})"

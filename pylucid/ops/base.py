@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pylucid.backends.base import Backend, Shape
+from pylucid.backends.half import reads_half_natively
 from pylucid.dtypes import DType, default_float, promote_types
 from pylucid.graph.anomaly import creation_site
 from pylucid.graph.grad_mode import is_grad_enabled
@@ -178,14 +179,26 @@ class Op(Node):
         shape = cls.output_shape([t.shape for t in inputs], **params)
         natural = cls.compute_dtype([t.dtype for t in inputs], **params)
         dtype, result_dtype = resolve_dtypes(schema.amp_policy, natural)
+        # FORCE_FP32 on half inputs, on a backend that reads halves natively: the inputs go
+        # uncast and - outside autocast, unless the backward needs the float32 result - the
+        # backend writes the half result itself (it computes a half dtype in float32 and
+        # rounds once); the node still records float32 as its compute dtype.
+        native = dtype is not natural and natural.is_half and reads_half_natively(backend)
         storages = [
-            t._storage if label in cls.uncast_inputs else backend.cast(t._storage, dtype)
+            t._storage
+            if label in cls.uncast_inputs or (native and t.dtype is natural)
+            else backend.cast(t._storage, dtype)
             for label, t in zip(labels, inputs)
         ]
-        out = cls.dispatch(backend, *storages, shape=shape, dtype=dtype, **params)
+        run_dtype = (
+            natural
+            if native and result_dtype is natural and "result" not in schema.saved
+            else dtype
+        )
+        out = cls.dispatch(backend, *storages, shape=shape, dtype=run_dtype, **params)
         result_dtype = cls.result_dtype(result_dtype)
         result_storage = (
-            out if result_dtype is cls.result_dtype(dtype) else backend.cast(out, result_dtype)
+            out if result_dtype is cls.result_dtype(run_dtype) else backend.cast(out, result_dtype)
         )
         result = Tensor._make(result_storage, cls.result_backend(backend, **params), result_dtype)
         if (
@@ -239,7 +252,6 @@ class Op(Node):
                 values[name], tensors[name] = storages[index], inputs[index]
                 counters[name] = inputs[index]._version
         self.saved = SavedValues(self.name, values, tensors, counters)
-
 
     def saved_tensor(self, name: str) -> Tensor:
         """A saved value as a Tensor in the graph, in the compute dtype, for

@@ -2,7 +2,12 @@
 
 The backend class is composed of one mixin per op family, each in its own module; float16
 and bfloat16 are computed in float32 (:mod:`pylucid.backends.half`): Numba has no 16-bit
-float arithmetic.
+float arithmetic. The elementwise primitives do it inside their kernels, reading and writing
+half arrays through ``uint16`` views (:mod:`pylucid.kernels.half`); the others (reductions,
+matmul, ...) widen their half arrays to float32 copies and round their results. Every
+primitive also accepts half arrays where its dtype is float32
+(:func:`pylucid.backends.half.reads_half_natively`), so a ``FORCE_FP32`` op's half inputs
+need no float32 copy.
 """
 
 import numpy as np
@@ -14,13 +19,14 @@ from pylucid.backends.numba_backend.elementwise import NumbaElementwise
 from pylucid.backends.numba_backend.linalg import NumbaLinalg
 from pylucid.backends.numba_backend.reduction import NumbaReduction
 from pylucid.backends.numba_backend.shape import NumbaShape
+from pylucid.kernels.half import half_dtype_code
 
 
 def _is_half(value: object) -> bool:
     return (
         isinstance(value, np.ndarray)
-        and value.dtype.itemsize == 2
-        and (value.dtype == np.float16 or value.dtype.name == "bfloat16")
+        and value.itemsize == 2
+        and half_dtype_code(value.dtype) is not None
     )
 
 
@@ -30,10 +36,11 @@ _NUMPY_HALVES = HalfConversion(
     narrow=lambda a, dtype: (
         a.astype(dtype.numpy) if isinstance(a, np.ndarray) and a.dtype == np.float32 else a
     ),
+    array_type=np.ndarray,
 )
 
 
-@computes_halves_in_float32(_NUMPY_HALVES)
+@computes_halves_in_float32(_NUMPY_HALVES, float32_reads_halves=True)
 class NumbaBackend(
     NumbaCore, NumbaElementwise, NumbaBinary, NumbaReduction, NumbaLinalg, NumbaShape
 ):

@@ -1,12 +1,14 @@
 """Numba primitives of the binary elementwise ops: pow, atan2, maximum/minimum, where and the
-comparisons. The scalar math is in :mod:`pylucid.kernels.binary_math`."""
+comparisons. The scalar math is in :mod:`pylucid.kernels.binary_math`; float16 and bfloat16
+are computed in float32 inside the kernels (see :mod:`pylucid.backends.numba_backend.core`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from pylucid.backends.base import Shape
-from pylucid.backends.numba_backend.core import _operand
+from pylucid.backends.half import handles_halves
+from pylucid.backends.numba_backend.core import _operand, compute_dtype
 from pylucid.dtypes import DType
 from pylucid.kernels import binary_math as bm
 from pylucid.kernels.loops import ElementwiseKernel, elementwise
@@ -38,63 +40,82 @@ class NumbaBinary:
 
     def _binary_compare(self, kernel: ElementwiseKernel, a, b, shape: Shape, dtype: DType):
         """``kernel`` over ``a`` and ``b`` cast to ``dtype``, into a bool array of ``shape``."""
-        operands = [_operand(x, shape, dtype.numpy) for x in (a, b)]
+        compute = compute_dtype(dtype).numpy
+        operands = [_operand(x, shape, compute) for x in (a, b)]
         return kernel(*operands, shape=shape, out_dtype=_BOOL)
 
+    @handles_halves
     def pow(self, a, b, shape, dtype):
         kernel = _POW if dtype.is_floating_point else _IPOW
         return self._nary(kernel, (a, b), shape, dtype)
 
+    @handles_halves
     def pow_backward_a(self, a, b, g, shape, dtype):
         return self._nary(_POW_GRAD_A, (a, b, g), shape, dtype)
 
+    @handles_halves
     def pow_backward_b(self, a, result, g, shape, dtype):
         return self._nary(_POW_GRAD_B, (a, result, g), shape, dtype)
 
+    @handles_halves
     def atan2(self, a, b, shape, dtype):
         return self._nary(_ATAN2, (a, b), shape, dtype)
 
+    @handles_halves
     def atan2_backward_a(self, a, b, g, shape, dtype):
         return self._nary(_ATAN2_GRAD_A, (a, b, g), shape, dtype)
 
+    @handles_halves
     def atan2_backward_b(self, a, b, g, shape, dtype):
         return self._nary(_ATAN2_GRAD_B, (a, b, g), shape, dtype)
 
+    @handles_halves
     def maximum(self, a, b, shape, dtype):
         return self._nary(_MAXIMUM, (a, b), shape, dtype)
 
+    @handles_halves
     def minimum(self, a, b, shape, dtype):
         return self._nary(_MINIMUM, (a, b), shape, dtype)
 
+    @handles_halves
     def maximum_backward(self, x, other, g, shape, dtype):
         return self._nary(_MAXIMUM_GRAD, (x, other, g), shape, dtype)
 
+    @handles_halves
     def minimum_backward(self, x, other, g, shape, dtype):
         return self._nary(_MINIMUM_GRAD, (x, other, g), shape, dtype)
 
+    @handles_halves
     def where(self, condition, a, b, shape, dtype):
         # The condition stays bool: only a and b take the compute dtype.
+        compute = compute_dtype(dtype).numpy
         operands = [
             _operand(condition, shape, _BOOL),
-            _operand(a, shape, dtype.numpy),
-            _operand(b, shape, dtype.numpy),
+            _operand(a, shape, compute),
+            _operand(b, shape, compute),
         ]
         return _WHERE(*operands, shape=shape, out_dtype=dtype.numpy)
 
+    @handles_halves
     def eq(self, a, b, shape, dtype):
         return self._binary_compare(_EQ, a, b, shape, dtype)
 
+    @handles_halves
     def ne(self, a, b, shape, dtype):
         return self._binary_compare(_NE, a, b, shape, dtype)
 
+    @handles_halves
     def lt(self, a, b, shape, dtype):
         return self._binary_compare(_LT, a, b, shape, dtype)
 
+    @handles_halves
     def le(self, a, b, shape, dtype):
         return self._binary_compare(_LE, a, b, shape, dtype)
 
+    @handles_halves
     def gt(self, a, b, shape, dtype):
         return self._binary_compare(_GT, a, b, shape, dtype)
 
+    @handles_halves
     def ge(self, a, b, shape, dtype):
         return self._binary_compare(_GE, a, b, shape, dtype)

@@ -1,4 +1,13 @@
-"""Core of the ``numba`` backend: storage conversion, arithmetic, log2 and sum."""
+"""Core of the ``numba`` backend: storage conversion, arithmetic, log2 and sum.
+
+Elementwise primitives (``_unary`` / ``_nary`` and the families built on them) handle float16
+and bfloat16 themselves (marked with :func:`~pylucid.backends.half.handles_halves`): a half
+dtype computes in float32 - the operands of the kernel are float32 scalars and the half
+arrays as they are, which the kernel reads through ``uint16`` views, converting each element
+in registers - and the kernel writes the half output from its float32 result. A half array
+given where the dtype is float32 (a ``FORCE_FP32`` op) is read the same way: no float32 copy
+of it is made.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +15,10 @@ import numba
 import numpy as np
 
 from pylucid.backends.base import Axes, Shape
-from pylucid.dtypes import DType, as_dtype
+from pylucid.backends.half import handles_halves
+from pylucid.dtypes import DType, as_dtype, float32
 from pylucid.kernels import scalar
+from pylucid.kernels.half import half_dtype_code
 from pylucid.kernels.loops import PARALLEL_THRESHOLD, elementwise
 
 _LOG2 = elementwise(scalar.log2, heavy=True)
@@ -21,13 +32,28 @@ _POW_SCALAR = elementwise(scalar.pow_scalar, arity=2, heavy=True)
 _POW_SCALAR_GRAD = elementwise(scalar.pow_scalar_grad, arity=3, heavy=True)
 
 
+_FLOAT32 = np.dtype(np.float32)
+
+
+def compute_dtype(dtype: DType) -> DType:
+    """The dtype a kernel computes ``dtype`` in: float32 for the half dtypes."""
+    return float32 if dtype.is_half else dtype
+
+
 def _operand(a: np.ndarray | float, shape: Shape, dtype: np.dtype) -> np.ndarray | np.generic:
     """``a`` as a kernel operand for an output of ``shape``: a scalar if it has one element,
-    else a C-contiguous array of exactly ``shape`` (broadcast and copied only if needed)."""
+    else a C-contiguous array of exactly ``shape`` (broadcast and copied only if needed).
+
+    ``dtype`` is the compute dtype; a float16 or bfloat16 array where it is float32 stays as
+    it is (the kernel converts its elements as it reads them), a one-element one becomes a
+    float32 scalar."""
     if not isinstance(a, np.ndarray):
         return dtype.type(a)
     if a.dtype != dtype:
-        a = a.astype(dtype)
+        if dtype != _FLOAT32 or half_dtype_code(a.dtype) is None:
+            a = a.astype(dtype)
+        elif a.size == 1:
+            return dtype.type(a.reshape(())[()])
     if a.size == 1:
         return a.reshape(())[()]
     if a.shape != shape:
@@ -93,38 +119,50 @@ class NumbaCore:
 
     # -- elementwise ------------------------------------------------------------------------
     def _unary(self, kernel, a, shape, dtype):
-        return kernel(_operand(a, shape, dtype.numpy), shape=shape, out_dtype=dtype.numpy)
+        out_dtype = dtype.numpy
+        compute = _FLOAT32 if dtype.is_half else out_dtype
+        return kernel(_operand(a, shape, compute), shape=shape, out_dtype=out_dtype)
 
     def _nary(self, kernel, operands, shape, dtype, *scalars):
-        np_dtype = dtype.numpy
-        args = [_operand(a, shape, np_dtype) for a in operands]
-        args += [np_dtype.type(s) for s in scalars]
-        return kernel(*args, shape=shape, out_dtype=np_dtype)
+        out_dtype = dtype.numpy
+        compute = _FLOAT32 if dtype.is_half else out_dtype
+        args = [_operand(a, shape, compute) for a in operands]
+        args += [compute.type(s) for s in scalars]
+        return kernel(*args, shape=shape, out_dtype=out_dtype)
 
+    @handles_halves
     def log2(self, a, shape, dtype):
         return self._unary(_LOG2, a, shape, dtype)
 
+    @handles_halves
     def neg(self, a, shape, dtype):
         return self._unary(_NEG, a, shape, dtype)
 
+    @handles_halves
     def add(self, a, b, shape, dtype):
         return self._nary(_ADD, (a, b), shape, dtype)
 
+    @handles_halves
     def sub(self, a, b, shape, dtype):
         return self._nary(_SUB, (a, b), shape, dtype)
 
+    @handles_halves
     def mul(self, a, b, shape, dtype):
         return self._nary(_MUL, (a, b), shape, dtype)
 
+    @handles_halves
     def div(self, a, b, shape, dtype):
         return self._nary(_DIV, (a, b), shape, dtype)
 
+    @handles_halves
     def div_backward_b(self, a, b, g, shape, dtype):
         return self._nary(_DIV_GRAD_B, (a, b, g), shape, dtype)
 
+    @handles_halves
     def pow_scalar(self, a, exponent, shape, dtype):
         return self._nary(_POW_SCALAR, (a,), shape, dtype, exponent)
 
+    @handles_halves
     def pow_scalar_backward(self, x, g, exponent, shape, dtype):
         return self._nary(_POW_SCALAR_GRAD, (x, g), shape, dtype, exponent)
 

@@ -4,7 +4,8 @@ Most primitives follow one pattern - ``name(a, shape, dtype)`` runs the loop of 
 forward, ``name_backward(v, g, shape, dtype)`` the loop of the fused gradient, where ``v`` is
 what the op saved - so they are generated from :data:`UNARY_KERNELS`. The ops with scalar
 parameters (the log family's base, ``leaky_relu``, ``elu``, ``softplus``, ``gelu``,
-``clamp``) are written out below.
+``clamp``) are written out below. Every primitive here computes float16 and bfloat16 in
+float32 inside its kernel (see :mod:`pylucid.backends.numba_backend.core`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from pylucid.backends.base import Shape
-from pylucid.backends.numba_backend.core import _operand
+from pylucid.backends.half import handles_halves
+from pylucid.backends.numba_backend.core import _operand, compute_dtype
 from pylucid.dtypes import DType
 from pylucid.kernels import elementwise_math as k
 from pylucid.kernels.loops import ElementwiseKernel, elementwise
@@ -73,7 +75,7 @@ def _forward(name: str, kernel: ElementwiseKernel) -> Callable[..., np.ndarray]:
 
     primitive.__name__ = primitive.__qualname__ = name
     primitive.__doc__ = f"Elementwise ``{name}`` (loop of ``{kernel.name}``)."
-    return primitive
+    return handles_halves(primitive)
 
 
 def _backward(name: str, kernel: ElementwiseKernel) -> Callable[..., np.ndarray]:
@@ -82,7 +84,7 @@ def _backward(name: str, kernel: ElementwiseKernel) -> Callable[..., np.ndarray]
 
     primitive.__name__ = primitive.__qualname__ = f"{name}_backward"
     primitive.__doc__ = f"Fused gradient of ``{name}`` (loop of ``{kernel.name}``)."
-    return primitive
+    return handles_halves(primitive)
 
 
 #: The pointwise ops that cost under a nanosecond per element (memory-bound loops); the
@@ -125,15 +127,16 @@ class NumbaElementwise:
         dtype: DType,
     ) -> np.ndarray:
         # ``param`` goes to the kernel as given (a tuple of scalars), not cast as _nary does.
-        np_dtype = dtype.numpy
+        compute = compute_dtype(dtype).numpy
         return kernel(
-            _operand(x, shape, np_dtype),
-            _operand(g, shape, np_dtype),
+            _operand(x, shape, compute),
+            _operand(g, shape, compute),
             param,
             shape=shape,
-            out_dtype=np_dtype,
+            out_dtype=dtype.numpy,
         )
 
+    @handles_halves
     def log_base_backward(self, x, g, ln_base: float, ln_base_lo: float, shape, dtype):
         """Fused ``g / (x ln b)`` with ln b = ``ln_base + ln_base_lo`` (float64 high and low
         parts), correctly rounded in float64 and bit-identical to ``log2_backward`` for b = 2;
@@ -141,45 +144,58 @@ class NumbaElementwise:
         ln_b = (np.float64(ln_base), np.float64(ln_base_lo))
         return self._fused(_LOG_BASE_GRAD, x, g, ln_b, shape, dtype)
 
+    @handles_halves
     def leaky_relu(self, a, negative_slope: float, shape, dtype):
         """Elementwise ``x if x > 0 else negative_slope * x``."""
         return self._nary(_LEAKY_RELU, (a,), shape, dtype, negative_slope)
 
+    @handles_halves
     def leaky_relu_backward(self, x, g, negative_slope: float, shape, dtype):
         """Fused ``g if x > 0 else negative_slope * g``."""
         return self._nary(_LEAKY_RELU_GRAD, (x, g), shape, dtype, negative_slope)
 
+    @handles_halves
     def elu(self, a, alpha: float, shape, dtype):
         """Elementwise ``x if x > 0 else alpha * expm1(x)``."""
         return self._nary(_ELU, (a,), shape, dtype, alpha)
 
+    @handles_halves
     def elu_backward(self, x, g, alpha: float, shape, dtype):
         """Fused ``g if x > 0 else g * alpha * exp(x)``."""
         return self._nary(_ELU_GRAD, (x, g), shape, dtype, alpha)
 
+    @handles_halves
     def softplus(self, a, beta: float, threshold: float, shape, dtype):
         """Elementwise ``log1p(exp(beta x)) / beta`` (``x`` where ``beta x > threshold``)."""
         return self._nary(_SOFTPLUS, (a,), shape, dtype, beta, threshold)
 
+    @handles_halves
     def softplus_backward(self, x, g, beta: float, threshold: float, shape, dtype):
         """Fused ``g * sigmoid(beta x)`` (``g`` where ``beta x > threshold``)."""
-        params = (dtype.numpy.type(beta), dtype.numpy.type(threshold))
+        compute = compute_dtype(dtype).numpy
+        params = (compute.type(beta), compute.type(threshold))
         return self._fused(_SOFTPLUS_GRAD, x, g, params, shape, dtype)
 
+    @handles_halves
     def gelu(self, a, approximate: str, shape, dtype):
         """Elementwise GELU, exact (``"none"``) or its tanh approximation (``"tanh"``)."""
         return self._unary(_GELU[approximate], a, shape, dtype)
 
+    @handles_halves
     def gelu_backward(self, x, g, approximate: str, shape, dtype):
         """Fused gradient of :meth:`gelu`."""
         return self._nary(_GELU_GRAD[approximate], (x, g), shape, dtype)
 
+    @handles_halves
     def clamp(self, a, low: float | None, high: float | None, shape, dtype):
         """Elementwise ``min(max(x, low), high)``; a None bound is no bound."""
-        low_, high_ = _bound(low, -np.inf, dtype), _bound(high, np.inf, dtype)
+        compute = compute_dtype(dtype)
+        low_, high_ = _bound(low, -np.inf, compute), _bound(high, np.inf, compute)
         return self._nary(_CLAMP, (a,), shape, dtype, low_, high_)
 
+    @handles_halves
     def clamp_backward(self, x, g, low: float | None, high: float | None, shape, dtype):
         """Fused ``g where low <= x <= high else 0``."""
-        bounds = (_bound(low, -np.inf, dtype), _bound(high, np.inf, dtype))
+        compute = compute_dtype(dtype)
+        bounds = (_bound(low, -np.inf, compute), _bound(high, np.inf, compute))
         return self._fused(_CLAMP_GRAD, x, g, bounds, shape, dtype)
