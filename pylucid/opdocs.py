@@ -38,8 +38,15 @@ def summary(op_class: type) -> str:
     return re.sub(r":(?:math|class|func|meth):`([^`]*)`", r"\1", doc).replace("``", "`")
 
 
-def render() -> str:
-    """The whole reference page as Markdown."""
+def render(library_only: bool = True) -> str:
+    """The whole reference page as Markdown.
+
+    Parameters
+    ----------
+    library_only : bool
+        List pylucid's own ops only (``docs/ops.md``); False adds the custom
+        :class:`pylucid.graph.Function` ops the running program registered with a schema.
+    """
     rows = [
         "| op | node | AMP policy | saves | real-valued | gradient |",
         "|---|---|---|---|---|---|",
@@ -48,8 +55,8 @@ def render() -> str:
     for name in ops.list_ops():
         op_class = ops.get_op(name)
         schema = op_class.schema_v1
-        if schema.internal or not op_class.__module__.startswith("pylucid."):
-            continue  # internal helpers, and custom Functions of user code
+        if schema.internal or (library_only and not op_class.__module__.startswith("pylucid.")):
+            continue
         if schema.differentiable:
             math = gradient_math(op_class)
             gradient = f"${math}$" if math else "see node"

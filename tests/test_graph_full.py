@@ -157,6 +157,10 @@ def test_custom_function_gradients_and_registry(device: str) -> None:
     assert pl.graph.gradcheck(Cube.apply, [x])
     assert pl.graph.gradgradcheck(Cube.apply, [x])
     assert pl.ops.get_op("test_cube") is Cube
+    from pylucid import opdocs
+
+    row = next(r for r in opdocs.render(library_only=False).splitlines() if "`test_cube`" in r)
+    assert "FORCE_FP32" in row and "`test_cube`" not in opdocs.render()
 
 
 def test_custom_function_follows_autocast_policy() -> None:
