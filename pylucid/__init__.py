@@ -24,7 +24,13 @@ from pylucid.factories import (
     zeros,
     zeros_like,
 )
-from pylucid.graph import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from pylucid.graph import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from pylucid.ops import FAMILIES as _OP_FAMILIES
 from pylucid.ops.activations import *  # noqa: F403
 from pylucid.ops.arithmetic import *  # noqa: F403
@@ -67,6 +73,7 @@ __all__ = [
     "from_numpy",
     "full",
     "graph",
+    "inference_mode",
     "int32",
     "int64",
     "is_grad_enabled",

@@ -272,7 +272,8 @@ def test_detect_anomaly_names_the_node_and_the_call_site() -> None:
 
 def test_inference_mode() -> None:
     w = f64([1.0], requires_grad=True)
-    with pl.graph.inference_mode():
+    assert pl.inference_mode is pl.graph.inference_mode
+    with pl.inference_mode():
         a = w * 2.0
         assert a.grad_fn is None and a.is_inference()
     assert not pl.tensor([1.0]).is_inference()
