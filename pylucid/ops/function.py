@@ -8,12 +8,14 @@ finds it. Exposed as ``pylucid.graph.Function``.
 
 from __future__ import annotations
 
+import functools
 from contextlib import nullcontext
 from typing import Any, ClassVar
 
 import numpy as np
 
 from pylucid.amp.autocast import autocast
+from pylucid.dtypes import promote_types
 from pylucid.graph.grad_mode import is_grad_enabled, no_grad
 from pylucid.graph.node import Node, SavedValues
 from pylucid.ops.schema import OpSchema, register_op, resolve_dtypes
@@ -158,9 +160,7 @@ class Function:
         floats = [a.dtype for a in args if isinstance(a, Tensor) and a.dtype.is_floating_point]
         inputs = args
         if schema is not None and floats:
-            natural = floats[0]
-            for d in floats[1:]:
-                natural = natural if natural.itemsize >= d.itemsize else d
+            natural = functools.reduce(promote_types, floats)
             compute, _ = resolve_dtypes(schema.amp_policy, natural)
             inputs = tuple(
                 a.detach().to(compute)
