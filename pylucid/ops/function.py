@@ -51,6 +51,7 @@ class FunctionCtx(Node):
         """Keep tensors for ``backward`` (read back as :attr:`saved_tensors`); an in-place
         change to one of them before backward raises there."""
         names = [str(i) for i in range(len(tensors))]
+        self._saved_count = len(tensors)
         self._saved = SavedValues(
             self.name,
             {n: t._storage for n, t in zip(names, tensors)},
@@ -63,7 +64,7 @@ class FunctionCtx(Node):
         """The tensors given to :meth:`save_for_backward`."""
         if self._saved is None:
             return ()
-        return tuple(self._saved.tensor(str(i)) for i in range(len(self._saved._tensors)))
+        return tuple(self._saved.tensor(str(i)) for i in range(self._saved_count))
 
     def _run(self, g: Tensor) -> tuple[Any, ...]:
         grads = self.function.backward(self, g)
