@@ -16,7 +16,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 __all__ = ["Measurement", "TimerConfig", "measure"]
 
@@ -67,10 +67,6 @@ class Measurement:
     min_s: float
     number: int
     samples_s: list[float] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, object]:
-        """A JSON-ready dict."""
-        return asdict(self)
 
 
 #: A batch is run in this many chunks, the clock read between them.

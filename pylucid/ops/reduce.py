@@ -318,6 +318,20 @@ class _MomentOp(ReduceOp):
     ) -> Shape:
         return super().output_shape(shapes, axes=axes, keepdims=keepdims)
 
+    @classmethod
+    def dispatch(
+        cls,
+        be: Backend,
+        a: Any,
+        shape: Shape,
+        dtype: DType,
+        axes: Axes,
+        keepdims: bool,
+        correction: float,
+    ) -> Any:
+        """The backend primitive named like the op: ``be.var(a, axes, keepdims, c, dtype)``."""
+        return getattr(be, cls.schema_v1.name)(a, axes, keepdims, correction, dtype)
+
     def _divisor(self) -> float:
         """``max(0, n - correction)``, with ``n`` the number of elements reduced."""
         excess = math.prod(self.input_shapes[0][i] for i in self.axes) - self.correction
@@ -340,18 +354,6 @@ class VarBackward(_MomentOp):
     schema_v1 = OpSchema(
         name="var", amp_policy=AmpPolicy.KEEP_INPUT, saved=("x",), real_valued=True
     )
-
-    @staticmethod
-    def dispatch(
-        be: Backend,
-        a: Any,
-        shape: Shape,
-        dtype: DType,
-        axes: Axes,
-        keepdims: bool,
-        correction: float,
-    ) -> Any:
-        return be.var(a, axes, keepdims, correction, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be = self.backend
@@ -378,18 +380,6 @@ class StdBackward(_MomentOp):
     schema_v1 = OpSchema(
         name="std", amp_policy=AmpPolicy.KEEP_INPUT, saved=("x", "result"), real_valued=True
     )
-
-    @staticmethod
-    def dispatch(
-        be: Backend,
-        a: Any,
-        shape: Shape,
-        dtype: DType,
-        axes: Axes,
-        keepdims: bool,
-        correction: float,
-    ) -> Any:
-        return be.std(a, axes, keepdims, correction, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be, keep = self.backend, self._keepdims_shape()

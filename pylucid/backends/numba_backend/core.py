@@ -140,14 +140,13 @@ class NumbaCore:
         return self._nary(kernel, (a,), shape, dtype)
 
     def _nary(self, kernel, operands, shape, dtype, *scalars):
-        out_dtype = dtype.numpy
-        compute = _FLOAT32 if dtype.is_half else out_dtype
+        compute = compute_dtype(dtype).numpy
         if _fortran_ordered(operands, shape):
             transposed = tuple(_transposed(a) for a in operands)
             return self._nary(kernel, transposed, shape[::-1], dtype, *scalars).T
         args = [_operand(a, shape, compute) for a in operands]
         args += [compute.type(s) for s in scalars]
-        return kernel(*args, shape=shape, out_dtype=out_dtype)
+        return kernel(*args, shape=shape, out_dtype=dtype.numpy)
 
     @handles_halves
     def log2(self, a, shape, dtype):
