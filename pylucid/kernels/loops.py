@@ -31,6 +31,7 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload, register_jitable
 
+from pylucid import memory
 from pylucid.kernels import half
 
 __all__ = ["PARALLEL_THRESHOLD", "PARALLEL_THRESHOLD_HEAVY", "ElementwiseKernel", "elementwise"]
@@ -166,7 +167,7 @@ class ElementwiseKernel:
             if type(a) is np.ndarray and a.itemsize == 2:
                 return self._call_half(operands, shape, out_dtype, out)
         if out is None:
-            out = np.empty(shape, dtype=out_dtype)
+            out = memory.empty(shape, out_dtype)
         if out.itemsize == 2:
             return self._call_half(operands, shape, out_dtype, out)
         loop = self._parallel if out.size >= self.parallel_threshold else self._serial
@@ -187,7 +188,7 @@ class ElementwiseKernel:
             loads.append(code)
             args.append(_flat(a).view(np.uint16) if code is not None else _flat(a))
         if out is None:
-            out = np.empty(shape, dtype=out_dtype)
+            out = memory.empty(shape, out_dtype)
         store = half.half_dtype_code(out.dtype)
         flat_out = out.reshape(-1)
         loops = self._loops_for(tuple(loads), store)

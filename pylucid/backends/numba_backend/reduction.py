@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from pylucid import memory
 from pylucid.backends.base import Axes, Shape
 from pylucid.dtypes import DType
 from pylucid.kernels import reduction as kernels
@@ -70,7 +71,7 @@ class NumbaReduction:
     def prod_backward(self, x: np.ndarray, g: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
         """``g`` times the product of the other elements of each reduced slice."""
         rows = _rows(x, axes, dtype)
-        out = _PROD_GRAD(rows, _per_row(g, dtype), out=np.empty_like(rows))
+        out = _PROD_GRAD(rows, _per_row(g, dtype), out=memory.empty(rows.shape, rows.dtype))
         return _unrows(out, x.shape, axes)
 
     def amax(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
@@ -85,7 +86,10 @@ class NumbaReduction:
         """``g`` shared equally by the elements equal to ``result`` (NaN ones if it is NaN)."""
         rows = _rows(x, axes, dtype)
         out = _EXTREMUM_GRAD(
-            rows, _per_row(result, dtype), _per_row(g, dtype), out=np.empty_like(rows)
+            rows,
+            _per_row(result, dtype),
+            _per_row(g, dtype),
+            out=memory.empty(rows.shape, rows.dtype),
         )
         return _unrows(out, x.shape, axes)
 
@@ -99,7 +103,7 @@ class NumbaReduction:
         self, a: np.ndarray, axes: Axes, keepdims: bool, correction: float, dtype: DType
     ) -> np.ndarray:
         rows = _rows(a, axes, dtype)
-        out = _VAR(rows, np.float64(correction), out=np.empty(rows.shape[0], dtype.numpy))
+        out = _VAR(rows, np.float64(correction), out=memory.empty((rows.shape[0],), dtype.numpy))
         return out.reshape(_reduced_shape(a.shape, axes, keepdims))
 
     def std(
@@ -135,13 +139,13 @@ class NumbaReduction:
 
     def _centered(self, x: np.ndarray, k: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
         rows = _rows(x, axes, dtype)
-        out = _VAR_GRAD(rows, k, out=np.empty_like(rows))
+        out = _VAR_GRAD(rows, k, out=memory.empty(rows.shape, rows.dtype))
         return _unrows(out, x.shape, axes)
 
     # -- softmax family ---------------------------------------------------------------------
     def logsumexp(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
         rows = _rows(a, axes, dtype)
-        out = _LOGSUMEXP(rows, out=np.empty(rows.shape[0], dtype.numpy))
+        out = _LOGSUMEXP(rows, out=memory.empty((rows.shape[0],), dtype.numpy))
         return out.reshape(_reduced_shape(a.shape, axes, keepdims))
 
     def logsumexp_backward(
@@ -150,7 +154,10 @@ class NumbaReduction:
         """``g exp(x - result)``."""
         rows = _rows(x, axes, dtype)
         out = _LOGSUMEXP_GRAD(
-            rows, _per_row(result, dtype), _per_row(g, dtype), out=np.empty_like(rows)
+            rows,
+            _per_row(result, dtype),
+            _per_row(g, dtype),
+            out=memory.empty(rows.shape, rows.dtype),
         )
         return _unrows(out, x.shape, axes)
 
@@ -188,9 +195,9 @@ class NumbaReduction:
         if inner > 1:
             slabs = (math.prod(shape[: axes[0]]), shape[axes[0]], inner)
             args = [np.ascontiguousarray(v, dtype.numpy).reshape(slabs) for v in operands]
-            return cols_kernel(*args, out=np.empty(slabs, dtype.numpy)).reshape(shape)
+            return cols_kernel(*args, out=memory.empty(slabs, dtype.numpy)).reshape(shape)
         args = [_rows(v, axes, dtype) for v in operands]
-        out = rows_kernel(*args, out=np.empty_like(args[0]))
+        out = rows_kernel(*args, out=memory.empty(args[0].shape, args[0].dtype))
         return _unrows(out, shape, axes)
 
 
