@@ -19,10 +19,11 @@ Three kinds of case, each timed for every implementation on the same inputs:
 ``backward``
     The gradient of ``x`` from a fixed upstream gradient ``g``, the forward done once
     beforehand. ``pylucid.kernel`` is the node's ``grad_formula`` (for log2: the fused
-    primitive ``be.log2_backward(x, g, shape, dtype)``); ``pylucid`` and ``torch`` run
-    ``y.backward(g, retain_graph=True)`` through their engines into ``x.grad`` (reset each
-    call); ``numpy`` evaluates the formula; ``mlx`` evaluates the cotangent of ``mx.vjp``
-    (MLX is lazy: it computes the forward only where the gradient uses it).
+    primitive ``be.log_base_backward(x, g, ln_base, ln_base_lo, shape, dtype)``);
+    ``pylucid`` and ``torch`` run ``y.backward(g, retain_graph=True)`` through their
+    engines into ``x.grad`` (reset each call); ``numpy`` evaluates the formula; ``mlx``
+    evaluates the cotangent of ``mx.vjp`` (MLX is lazy: it computes the forward only
+    where the gradient uses it).
 ``forward_backward``
     ``y = op(x)`` then ``y.backward(g)`` through the graph (what one tiny op costs in a
     training step, at small sizes); ``numpy`` is the forward and the formula, ``mlx`` both

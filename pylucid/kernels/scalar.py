@@ -23,16 +23,19 @@ LN2 = 0.69314718055994530942
 
 @intrinsic
 def fma(typingctx, a, b, c):
-    """``a * b + c`` with one rounding (LLVM's ``llvm.fma.f64``; vectorises to vfmadd)."""
+    """``a * b + c`` with one rounding (LLVM's ``llvm.fma``; vectorises to vfmadd): in float32
+    when all three operands are float32, else in float64."""
     if not all(isinstance(t, types.Float) for t in (a, b, c)):
         return None
-    sig = types.float64(types.float64, types.float64, types.float64)
+    single = all(t == types.float32 for t in (a, b, c))
+    result = types.float32 if single else types.float64
+    sig = result(result, result, result)
 
     def codegen(context, builder, signature, args):
-        args = [context.cast(builder, v, t, types.float64) for v, t in zip(args, signature.args)]
-        double = ir.DoubleType()
-        fnty = ir.FunctionType(double, [double, double, double])
-        fn = builder.module.declare_intrinsic("llvm.fma", [double], fnty)
+        args = [context.cast(builder, v, t, result) for v, t in zip(args, signature.args)]
+        real = ir.FloatType() if single else ir.DoubleType()
+        fnty = ir.FunctionType(real, [real, real, real])
+        fn = builder.module.declare_intrinsic("llvm.fma", [real], fnty)
         return builder.call(fn, args)
 
     return sig, codegen

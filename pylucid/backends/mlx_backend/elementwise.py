@@ -276,7 +276,7 @@ class MLXElementwise:
 
     def log_base_backward(self, x, g, ln_base: float, ln_base_lo: float, shape, dtype):
         """``g / (x ln b)``, the gradient of the base-b logarithm, with ln b rounded to
-        ``ln_base`` (as ``log2_backward``: MLX has no FMA for the compensated quotient, so
+        ``ln_base`` (MLX has no FMA for the numba backend's compensated quotient, so
         this is within 2 ULP rather than correctly rounded)."""
         x, g = self._operands(dtype, x, g)
         with self.mx.stream(self._stream(dtype)):

@@ -139,8 +139,9 @@ class NumbaElementwise:
     @handles_halves
     def log_base_backward(self, x, g, ln_base: float, ln_base_lo: float, shape, dtype):
         """Fused ``g / (x ln b)`` with ln b = ``ln_base + ln_base_lo`` (float64 high and low
-        parts), correctly rounded in float64 and bit-identical to ``log2_backward`` for b = 2;
-        float32 gradients are computed in float64 and rounded once."""
+        parts), correctly rounded: float64 by an FMA-compensated float64 quotient, float32
+        (and the half dtypes, computed in float32) by a float32 quotient and one Markstein
+        correction (see :func:`pylucid.kernels.elementwise_math.log_base_grad`)."""
         ln_b = (np.float64(ln_base), np.float64(ln_base_lo))
         return self._fused(_LOG_BASE_GRAD, x, g, ln_b, shape, dtype)
 
