@@ -15,18 +15,20 @@ from pylucid.dtypes import DType, as_dtype, bfloat16
 
 __all__ = ["autocast", "autocast_dtype"]
 
-_local = threading.local()
+
+class _State(threading.local):
+    """Each thread's stack of autocast dtypes (None: an ``enabled=False`` block)."""
+
+    def __init__(self) -> None:
+        self.stack: list[DType | None] = []
 
 
-def _stack() -> list[DType | None]:
-    if not hasattr(_local, "stack"):
-        _local.stack = []
-    return _local.stack
+_local = _State()
 
 
 def autocast_dtype() -> DType | None:
     """The dtype of the innermost enabled autocast block of this thread, or None."""
-    stack = _stack()
+    stack = _local.stack
     return stack[-1] if stack else None
 
 
@@ -61,8 +63,8 @@ class autocast(ContextDecorator):  # noqa: N801  (named like torch.autocast)
         self.enabled = bool(enabled)
 
     def __enter__(self) -> autocast:
-        _stack().append(self.dtype if self.enabled else None)
+        _local.stack.append(self.dtype if self.enabled else None)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        _stack().pop()
+        _local.stack.pop()

@@ -10,7 +10,15 @@ from typing import Any
 
 __all__ = ["AnomalyError", "detect_anomaly", "is_anomaly_enabled", "creation_site"]
 
-_local = threading.local()
+
+class _State(threading.local):
+    """Each thread's anomaly mode (off by default in every thread)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+
+
+_local = _State()
 
 
 class AnomalyError(RuntimeError):
@@ -19,7 +27,7 @@ class AnomalyError(RuntimeError):
 
 def is_anomaly_enabled() -> bool:
     """Whether :func:`detect_anomaly` is active in this thread."""
-    return getattr(_local, "enabled", False)
+    return _local.enabled
 
 
 class detect_anomaly(ContextDecorator):  # noqa: N801  (named like torch.autograd's)

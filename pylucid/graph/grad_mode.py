@@ -14,12 +14,21 @@ __all__ = [
     "set_grad_enabled",
 ]
 
-_local = threading.local()
+
+class _State(threading.local):
+    """Each thread's grad mode (defaults set per thread, so reads are plain attributes)."""
+
+    def __init__(self) -> None:
+        self.enabled = True
+        self.inference = False
+
+
+_local = _State()
 
 
 def is_grad_enabled() -> bool:
     """Whether ops run now record nodes for backward (per thread)."""
-    return getattr(_local, "enabled", True)
+    return _local.enabled
 
 
 def _set(mode: bool) -> None:
@@ -28,7 +37,7 @@ def _set(mode: bool) -> None:
 
 def swap_grad_mode(mode: bool) -> bool:
     """Set grad mode to ``mode``; return the previous mode (for the engine's hot loop)."""
-    previous = getattr(_local, "enabled", True)
+    previous = _local.enabled
     _local.enabled = mode
     return previous
 
@@ -82,7 +91,7 @@ class set_grad_enabled(_GradMode):  # noqa: N801
 
 def is_inference_mode_enabled() -> bool:
     """Whether this thread is inside :class:`inference_mode`."""
-    return getattr(_local, "inference", False)
+    return _local.inference
 
 
 class inference_mode(_GradMode):  # noqa: N801  (named like torch.inference_mode)

@@ -176,8 +176,8 @@ class Op(Node):
         schema = cls.schema_v1
         labels = cls.input_labels(len(inputs))
         backend = _common_backend(schema.name, labels, inputs)
-        shape = cls.output_shape([t.shape for t in inputs], **params)
-        natural = cls.compute_dtype([t.dtype for t in inputs], **params)
+        shape = cls.output_shape([t._shape for t in inputs], **params)
+        natural = cls.compute_dtype([t._dtype for t in inputs], **params)
         dtype, result_dtype = resolve_dtypes(schema.amp_policy, natural)
         # FORCE_FP32 on half inputs, on a backend that reads halves natively: the inputs go
         # uncast and - outside autocast, unless the backward needs the float32 result - the
@@ -205,7 +205,7 @@ class Op(Node):
             schema.differentiable
             and result.dtype.is_floating_point
             and is_grad_enabled()
-            and any(t.requires_grad for t in inputs)
+            and any([t._requires_grad for t in inputs])
         ):
             for label, t in zip(labels, inputs):
                 if t._is_inference and label in schema.saved:

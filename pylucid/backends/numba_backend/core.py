@@ -47,6 +47,8 @@ def _operand(a: np.ndarray | float, shape: Shape, dtype: np.dtype) -> np.ndarray
     ``dtype`` is the compute dtype; a float16 or bfloat16 array where it is float32 stays as
     it is (the kernel converts its elements as it reads them), a one-element one becomes a
     float32 scalar."""
+    if type(a) is np.ndarray and a.dtype is dtype and a.shape == shape and a.size != 1:
+        return np.ascontiguousarray(a)  # the common case, decided in four cheap tests
     if not isinstance(a, np.ndarray):
         return dtype.type(a)
     if a.dtype != dtype:
