@@ -28,6 +28,7 @@ Usage::
     python benchmarks/ulp_exhaustive.py --no-speed          # accuracy only
     python benchmarks/ulp_exhaustive.py --f64-samples 0     # skip the float64 check
     python benchmarks/ulp_exhaustive.py --no-accuracy       # speed only
+    python benchmarks/ulp_exhaustive.py --funcs log2_avx512 # the AVX-512 float32 log2 kernel
 """
 
 from __future__ import annotations
@@ -46,9 +47,12 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pylucid.kernels import simd_math  # noqa: E402
+from pylucid.kernels import log2_avx512, simd_math  # noqa: E402
 
 NAMES = ("log2", "log", "log10", "log1p", "exp", "exp2", "expm1")
+#: Whole float32 kernels checked like the simd_math functions (float32 only, no timing):
+#: name -> (loop(x, out), the function it computes). Run with --funcs log2_avx512.
+KERNELS: dict[str, tuple[Callable, str]] = {"log2_avx512": (log2_avx512._parallel, "log2")}
 CHUNK = 1 << 24
 BLOCK = 1 << 16
 EPS_AMBIGUOUS = 2.0**-49
@@ -182,10 +186,12 @@ def _resolve(name: str, xs: np.ndarray, ours: np.ndarray, npy: np.ndarray) -> li
 
 def exhaustive(name: str) -> dict[str, float]:
     """Run the exhaustive float32 check of one function; returns the summary row."""
-    fn = getattr(simd_math, name)
+    if name in KERNELS:
+        apply, name = KERNELS[name]
+    else:
+        apply = _make_loops(getattr(simd_math, name))[0]
     ufunc = getattr(np, name)
     check = _make_checker(REF_FUNCS[name])
-    apply = _make_loops(fn)[0]
     flags = np.empty(CHUNK, np.uint8)
     base = np.arange(CHUNK, dtype=np.uint32)
     bits = np.empty(CHUNK, np.uint32)
@@ -355,7 +361,8 @@ def main() -> None:
                 flush=True,
             )
 
-    if args.f64_samples:
+    names = [n for n in names if n not in KERNELS]  # float32 kernels: no float64, no timing
+    if args.f64_samples and names:
         print(f"\nSampled float64 accuracy ({args.f64_samples} inputs per group)")
         print(f"{'func':6s} {'n':>8s} {'max ULP':>8s} {'subnormal':>9s} {'numpy max':>9s}")
         for name in names:
@@ -366,7 +373,7 @@ def main() -> None:
                 flush=True,
             )
 
-    if not args.no_speed:
+    if not args.no_speed and names:
         print("\nSpeed vs NumPy (ratio = NumPy time / ours; > 1 is faster)")
         print(f"{'func':6s} {'dtype':7s} {'n':>8s} {'numpy ms':>9s} {'2 thr':>6s} {'1 thr':>6s}")
         for name in names:

@@ -135,7 +135,9 @@ class LogBase(PointwiseOp):
 class Log2Backward(LogBase):
     r"""Autograd node for :math:`y = \log_2 x`; saves the input ``x``.
 
-    Forward: ``be.log2(a, shape, dtype)``: CPU a vectorised Numba loop, GPU
+    Forward: ``be.log2(a, shape, dtype)``: on the CPU float32 runs a 16-lane AVX-512 kernel
+    where the CPU has AVX-512F (<= 0.525 ULP, :mod:`pylucid.kernels.log2_avx512`), every
+    other case a vectorised Numba loop (correctly rounded but for a few inputs); GPU
     ``mlx.core.log2``. IEEE special values: log2(±0) = -inf, log2(x < 0) = nan,
     log2(inf) = inf, log2(1) = +0; no exception, no warning. Integer input gives a float32
     result (``real_valued``).

@@ -19,9 +19,11 @@ from pylucid.backends.half import handles_halves
 from pylucid.dtypes import DType, as_dtype, float32
 from pylucid.kernels import scalar
 from pylucid.kernels.half import half_dtype_code
+from pylucid.kernels.log2_avx512 import Log2Kernel
 from pylucid.kernels.loops import PARALLEL_THRESHOLD, elementwise
 
-_LOG2 = elementwise(scalar.log2, heavy=True)
+#: float32 on AVX-512: pylucid.kernels.log2_avx512; everything else: the generic loop.
+_LOG2 = Log2Kernel(elementwise(scalar.log2, heavy=True))
 _NEG = elementwise(scalar.neg)
 _ADD = elementwise(scalar.add, arity=2)
 _SUB = elementwise(scalar.sub, arity=2)
