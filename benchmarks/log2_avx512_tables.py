@@ -1,26 +1,32 @@
-"""Build the tables and fit the polynomial of ``pylucid.kernels.log2_avx512``; check them.
+"""Build the tables and fit the polynomials of ``pylucid.kernels.log2_avx512``; check them.
 
-Run ``python benchmarks/log2_avx512_tables.py`` (needs mpmath). It prints the constants and
-says whether they equal the ones in the module.
+Run ``python benchmarks/log2_avx512_tables.py [--fit]`` (needs mpmath). It rebuilds both
+formats' tables and says whether they equal the module's constants; ``--fit`` also refits
+the polynomials (a few minutes for float64) and compares them.
 
-Tables. After ``t = ix - OFFSET`` the reduced argument is ``m = bits(ix - (t & 0xFF800000))``
+Tables. After ``t = ix - OFFSET`` the reduced argument is ``m = bits(ix - (t & EXPONENT_MASK))``
 in [0.734, 1.469), cut into 16 intervals by the 4 bits of ``t`` below the exponent. For each
-interval, ``INV_C`` is the number with the fewest fraction bits (3 to 13 tried, near
-2 / (lo + hi)) for which ``r = m INV_C - 1`` is a float32 for *every* ``m`` of the interval
-(so the kernel's ``fma(m, INV_C, -1)`` is exact) and ``max |r|`` is smallest; the interval
-holding 1.0 takes ``INV_C = 1``. ``T_HI`` is ``-log2(INV_C)`` rounded to a multiple of
-2**-16, so that ``k + T_HI`` is exact in float32 for every exponent ``k``; ``T_LO`` the float32
-of the rest.
+interval, ``INV_C`` is the multiple of 2**-j (j = 3 ... 15, near 2 / (lo + hi)) with the
+smallest ``max |r|`` for which ``r = m INV_C - 1`` is representable for *every* ``m`` of the
+interval, in exact rational arithmetic (so the kernel's ``fma(m, INV_C, -1)`` is exact); the
+interval holding 1.0 takes ``INV_C = 1``. Both formats get the same ``INV_C``. ``T_HI`` is
+``-log2(INV_C)`` rounded to a multiple of 2**-16 (float32) or 2**-41 (float64), so that
+``k + T_HI`` is exact for every exponent ``k``; ``T_LO`` is the rest, rounded to the format.
 
-Polynomial. ``Q(r) ~ (log2(1 + r) - r / ln 2) / r**2`` on ``|r| <= 0.0342``, degree 4,
-fitted by iteratively reweighted least squares on Chebyshev nodes (a near-minimax fit) and
-rounded to float32: its error relative to ``log2(1 + r)`` is ~2**-33, far below the final
-rounding. Degree 3 measured 0.5317 ULP over all inputs, degree 4 0.5246.
+Polynomials. ``Q(r) ~ (log2(1 + r) - r / ln 2) / r**2``. float32, degree 4: Lawson's
+iteration (iteratively reweighted least squares towards the minimax) in float64 on 3000
+Chebyshev nodes of ``|r| <= 0.0342``, rounded to float32 at the end; its error relative to
+the result is ~2**-33 (degree 3 measured 0.5317 ULP over all inputs, degree 4 0.5246).
+float64, degree 8: Lawson's iteration in 60-digit arithmetic with weight ``|r|`` (the
+relative error of ``log2(1 + r)``) over the range of ``r``, the coefficients rounded to
+float64 one at a time, each later one refitted after the earlier ones are rounded; error
+~2**-61 (degree 7 measured 0.65 ULP).
 """
 
 from __future__ import annotations
 
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import mpmath as mp
@@ -29,55 +35,67 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pylucid.kernels import log2_avx512 as kernel  # noqa: E402
 
-mp.mp.dps = 50
-INDEX_BITS = 4
-#: 1.0 at the centre of interval 8.
-OFFSET = 0x3F800000 - (1 << (22 - INDEX_BITS)) - 8 * (1 << (23 - INDEX_BITS))
+mp.mp.dps = 60
+#: The grid of T_HI: 2**-16 for float32 (k + T_HI in 24 bits), 2**-41 for float64.
+GRID = {"float32": 16, "float64": 41}
+DEGREE = {"float32": 4, "float64": 8}
+DTYPE = {"float32": np.float32, "float64": np.float64}
 
 
-def tables() -> tuple[list[float], list[float], list[float], float]:
-    """``INV_C``, ``T_HI``, ``T_LO`` and the largest ``|r|``."""
-    ix = np.arange(OFFSET, OFFSET + (1 << 23), dtype=np.int64)
-    index = ((ix - OFFSET) >> (23 - INDEX_BITS)) & ((1 << INDEX_BITS) - 1)
-    m_all = ix.astype(np.int32).view(np.float32).astype(np.float64)
-    inv_c, t_hi, t_lo, r_max = [], [], [], 0.0
-    for i in range(1 << INDEX_BITS):
-        m = m_all[index == i]
-        lo, hi = m.min(), m.max()
-        if lo <= 1.0 <= hi:
-            best = (1.0, np.abs(m - 1).max())
+def _as_fraction(bits: int, dtype) -> Fraction:
+    word = np.uint32 if dtype is np.float32 else np.uint64
+    return Fraction(*np.array(bits, dtype=word).view(dtype).item().as_integer_ratio())
+
+
+def tables(fmt: kernel.Format) -> dict[str, object]:
+    """``INV_C``, ``T_HI``, ``T_LO`` and the range of ``r`` of one format."""
+    dtype, p = DTYPE[fmt.name], fmt.fraction_bits
+    width = 1 << (p - 4)  # bit patterns per interval
+    inv_c, t_hi, t_lo, r_low, r_high = [], [], [], 0.0, 0.0
+    for i in range(16):
+        lo = _as_fraction(fmt.offset + i * width, dtype)
+        hi = _as_fraction(fmt.offset + (i + 1) * width - 1, dtype)
+        spacing = [Fraction(1, 2 ** (p + 1)) if m < 1 else Fraction(1, 2**p) for m in (lo, hi)]
+        if lo <= 1 <= hi:
+            best = Fraction(1)
         else:
-            best = None
-            for bits in range(3, 14):
-                step = 2.0**-bits
-                centre = np.floor(2.0 / (lo + hi) / step) * step
-                for candidate in (centre + step * d for d in range(-2, 4)):
-                    r = m * candidate - 1.0  # exact in float64
-                    if np.all(r.astype(np.float32).astype(np.float64) == r):
-                        if best is None or np.abs(r).max() < best[1]:
-                            best = (candidate, np.abs(r).max())
-        inv_c.append(float(best[0]))
-        r_max = max(r_max, float(best[1]))
-        exact = -mp.log(mp.mpf(best[0])) / mp.log(2)
-        rounded = float(mp.nint(exact * 2**16) / 2**16)
+            candidates = []
+            for j in range(3, 16):
+                step = Fraction(1, 2**j)
+                base = (2 / (lo + hi) / step).__floor__()
+                for c in ((base + d) * step for d in range(-2, 4)):
+                    ends = (lo * c - 1, hi * c - 1)
+                    # r is a multiple of spacing(m) * step: exact if it fits in p + 1 bits
+                    if all(abs(r) <= 2 ** (p + 1) * g * step for r, g in zip(ends, spacing)):
+                        candidates.append((max(abs(r) for r in ends), c))
+            best = min(candidates)[1]
+        inv_c.append(float(best))
+        r_low, r_high = min(r_low, float(lo * best - 1)), max(r_high, float(hi * best - 1))
+        exact = -mp.log(mp.mpf(float(best))) / mp.log(2)
+        rounded = float(mp.nint(exact * 2 ** GRID[fmt.name]) / 2 ** GRID[fmt.name])
         t_hi.append(rounded)
-        t_lo.append(float(np.float32(float(exact - rounded))))
-    return inv_c, t_hi, t_lo, r_max
+        t_lo.append(float(dtype(float(exact - rounded))))
+    inv_ln2 = 1 / mp.log(2)
+    l_hi = float(dtype(float(inv_ln2)))
+    l_lo = float(dtype(float(inv_ln2 - mp.mpf(l_hi))))
+    return {
+        "INV_C": tuple(inv_c), "t_hi": tuple(t_hi), "t_lo": tuple(t_lo),
+        "l_hi": l_hi, "l_lo": l_lo, "r": (r_low, r_high),
+    }  # fmt: skip
 
 
-def polynomial(degree: int, r_max: float, iterations: int = 100) -> list[float]:
-    """float32 coefficients of Q, lowest degree first."""
+def polynomial_float32(r_max: float = 0.0342, iterations: int = 100):
+    """float32 Q's coefficients, lowest degree first, and max |Q - exact| on the nodes."""
     inv_ln2 = 1 / mp.log(2)
 
     def q_exact(r: float) -> float:
         if r == 0:
             return float(-inv_ln2 / 2)
-        r = mp.mpf(r)
-        return float((mp.log(1 + r) / mp.log(2) - r * inv_ln2) / r**2)
+        return float((mp.log(1 + mp.mpf(r)) / mp.log(2) - mp.mpf(r) * inv_ln2) / mp.mpf(r) ** 2)
 
     nodes = np.cos(np.linspace(0, np.pi, 3000)) * r_max
     values = np.array([q_exact(t) for t in nodes])
-    vander = np.vander(nodes, degree + 1, increasing=True)
+    vander = np.vander(nodes, DEGREE["float32"] + 1, increasing=True)
     weights = np.full(nodes.size, 1 / nodes.size)
     for _ in range(iterations):
         root = np.sqrt(weights)
@@ -85,31 +103,63 @@ def polynomial(degree: int, r_max: float, iterations: int = 100) -> list[float]:
         error = np.abs(vander @ coefficients - values)
         weights *= error
         weights /= weights.sum()
-    return [float(c) for c in coefficients.astype(np.float32)]
+    rounded = coefficients.astype(np.float32)
+    return tuple(float(c) for c in rounded), float(np.abs(vander @ rounded - values).max())
+
+
+def polynomial(fmt: kernel.Format, r_range: tuple[float, float], iterations: int = 40):
+    """Q's coefficients in the format, lowest degree first, and max |r (Q - exact)|."""
+    if fmt is kernel.FLOAT32:
+        return polynomial_float32()
+    dtype, degree = DTYPE[fmt.name], DEGREE[fmt.name]
+    l_total = mp.mpf(fmt.l_hi) + mp.mpf(fmt.l_lo)
+
+    def q_exact(r):
+        return (mp.log1p(r) / mp.log(2) - r * l_total) / r**2
+
+    a, b = (mp.mpf(v) for v in r_range)
+    count = 30 * (degree + 1)
+    nodes = [a + (b - a) * (1 - mp.cos(mp.pi * k / (count - 1))) / 2 for k in range(count)]
+    nodes = [r for r in nodes if r != 0]
+    values = [q_exact(r) for r in nodes]
+    fixed: list = []
+    for n_fixed in range(degree + 1):
+        free = degree + 1 - n_fixed
+        weights = [mp.mpf(1) / len(nodes)] * len(nodes)
+        for _ in range(iterations):
+            matrix, target = mp.matrix(len(nodes), free), mp.matrix(len(nodes), 1)
+            for k, r in enumerate(nodes):
+                scale = mp.sqrt(weights[k]) * abs(r)
+                rest = values[k] - sum(c * r**j for j, c in enumerate(fixed))
+                for j in range(free):
+                    matrix[k, j] = scale * r ** (n_fixed + j)
+                target[k] = scale * rest
+            solution, _ = mp.qr_solve(matrix, target)
+            errors = [
+                abs(r) * abs(values[k] - sum(c * r**j for j, c in enumerate(fixed))
+                             - sum(solution[j] * r ** (n_fixed + j) for j in range(free)))
+                for k, r in enumerate(nodes)
+            ]  # fmt: skip
+            total = sum(w * e for w, e in zip(weights, errors))
+            weights = [w * e / total for w, e in zip(weights, errors)]
+        fixed.append(mp.mpf(float(dtype(float(solution[0])))))
+    return tuple(float(c) for c in fixed), float(max(errors))
 
 
 def main() -> None:
-    inv_c, t_hi, t_lo, r_max = tables()
-    q = polynomial(4, 0.0342)
-    inv_ln2 = 1 / mp.log(2)
-    l_hi = float(np.float32(float(inv_ln2)))
-    l_lo = float(np.float32(float(inv_ln2 - mp.mpf(l_hi))))
-    print(f"OFFSET = {OFFSET:#x}, max |r| = {r_max:.4f}")
-    print(f"INV_C = {inv_c}\nT_HI = {t_hi}\nT_LO = {t_lo}\nL_HI = {l_hi}\nL_LO = {l_lo}\nQ = {q}")
-    built = {
-        "OFFSET": OFFSET,
-        "INV_C": tuple(inv_c),
-        "T_HI": tuple(t_hi),
-        "T_LO": tuple(t_lo),
-        "L_HI": l_hi,
-        "L_LO": l_lo,
-    }
-    for name, value in built.items():
-        same = getattr(kernel, name) == value
-        print(f"{name}: {'matches the module' if same else 'DIFFERS from the module'}")
-    # The fit is not bit-reproducible across LAPACK builds: compare it to ~1e-7.
-    close = np.allclose(q, kernel.Q, rtol=1e-6, atol=0)
-    print(f"Q: {'matches the module to 1e-6' if close else 'DIFFERS from the module'}")
+    fit = "--fit" in sys.argv[1:]
+    for fmt in (kernel.FLOAT32, kernel.FLOAT64):
+        built = tables(fmt)
+        print(f"{fmt.name}: OFFSET = {fmt.offset:#x}, r in {built['r']}")
+        checks = {"INV_C": built["INV_C"] == kernel.INV_C}
+        for name in ("t_hi", "t_lo", "l_hi", "l_lo"):
+            checks[name] = built[name] == getattr(fmt, name)
+        if fit:
+            q, error = polynomial(fmt, built["r"])
+            print(f"  Q = {q}\n  max fit error = 2**{np.log2(error):.1f}")
+            checks["q"] = np.allclose(q, fmt.q, rtol=1e-9, atol=0)
+        for name, same in checks.items():
+            print(f"  {name}: {'matches the module' if same else 'DIFFERS from the module'}")
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pylucid.kernels import log2_avx512, simd_math  # noqa: E402
 
 NAMES = ("log2", "log", "log10", "log1p", "exp", "exp2", "expm1")
-#: Whole float32 kernels checked like the simd_math functions (float32 only, no timing):
-#: name -> (loop(x, out), the function it computes). Run with --funcs log2_avx512.
+#: Whole-array kernels checked like the simd_math functions (no timing): name -> (loop(x,
+#: out) for float32 and float64 arrays, the function it computes). --funcs log2_avx512.
 KERNELS: dict[str, tuple[Callable, str]] = {"log2_avx512": (log2_avx512._parallel, "log2")}
 CHUNK = 1 << 24
 BLOCK = 1 << 16
@@ -237,7 +237,13 @@ def _f64_inputs(name: str, n: int, rng: np.random.Generator) -> np.ndarray:
     near_one = 1.0 + rng.uniform(-0.3, 0.42, n)
     edges = np.sqrt([2.0, 0.5])[rng.integers(0, 2, n)] * (1.0 + rng.uniform(-1e-6, 1e-6, n))
     tiny = rng.choice([-1.0, 1.0], n) * np.exp(rng.uniform(-740.0, -1.0, n))
-    logs = [positive, near_one, edges]
+    # The edges of log2_avx512's 16 table intervals of [0.734, 1.469), at random exponents.
+    starts = (log2_avx512.FLOAT64.offset + np.arange(16, dtype=np.int64) * (1 << 48)).view(
+        np.float64
+    )
+    table_edges = starts[rng.integers(0, 16, n)] * (1.0 + rng.uniform(-1e-9, 1e-9, n))
+    table_edges = np.ldexp(table_edges, rng.integers(-1000, 1000, n))
+    logs = [positive, near_one, edges, table_edges]
     return np.concatenate(
         {
             "log2": logs,
@@ -261,9 +267,13 @@ def _mp_ulp_error(name: str, x: float, got: float) -> float:
 
 def float64_sampled(name: str, n: int) -> dict[str, float]:
     """Sampled float64 accuracy of ``name`` and of NumPy's ufunc on the same inputs."""
+    if name in KERNELS:
+        loop, name = KERNELS[name]
+    else:
+        loop = _make_loops(getattr(simd_math, name))[1]
     x = _f64_inputs(name, n, np.random.default_rng(2024))
     ours = np.empty_like(x)
-    _make_loops(getattr(simd_math, name))[1](x, ours)
+    loop(x, ours)
     ufunc = getattr(np, name)
     with np.errstate(all="ignore"):
         npy = ufunc(x)
@@ -361,8 +371,7 @@ def main() -> None:
                 flush=True,
             )
 
-    names = [n for n in names if n not in KERNELS]  # float32 kernels: no float64, no timing
-    if args.f64_samples and names:
+    if args.f64_samples:
         print(f"\nSampled float64 accuracy ({args.f64_samples} inputs per group)")
         print(f"{'func':6s} {'n':>8s} {'max ULP':>8s} {'subnormal':>9s} {'numpy max':>9s}")
         for name in names:
@@ -373,6 +382,7 @@ def main() -> None:
                 flush=True,
             )
 
+    names = [n for n in names if n not in KERNELS]  # timed by python -m pylucid bench
     if not args.no_speed and names:
         print("\nSpeed vs NumPy (ratio = NumPy time / ours; > 1 is faster)")
         print(f"{'func':6s} {'dtype':7s} {'n':>8s} {'numpy ms':>9s} {'2 thr':>6s} {'1 thr':>6s}")
