@@ -171,7 +171,8 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         Writeable, C-contiguous and aligned as ``np.empty`` makes it; arrays of at least
         :data:`MIN_BYTES` are views of a pooled buffer (``base`` is the buffer).
     """
-    dtype = np.dtype(dtype)
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
     if isinstance(shape, int):
         shape = (shape,)
     nbytes = math.prod(shape) * dtype.itemsize

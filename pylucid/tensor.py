@@ -223,8 +223,9 @@ class Tensor:
         else:
             self._grad._storage = self._grad._storage + grad
             self._grad._version.bump()
-        for hook in list(self._post_accumulate_hooks):
-            hook(self)
+        if self._post_accumulate_hooks:
+            for hook in list(self._post_accumulate_hooks):
+                hook(self)
 
     # -- hooks ------------------------------------------------------------------------------
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:

@@ -141,12 +141,12 @@ def _seed(tensor: Any, gradient: Any, index: int, create_graph: bool) -> Any:
             )
         seed = tensor._backend.full(tensor.shape, 1.0, tensor.dtype)
         return tensor._wrap_grad(seed) if create_graph else seed
-    if tuple(gradient.shape) != tuple(tensor.shape):
+    if gradient._shape != tensor._shape:
         raise RuntimeError(
-            f"backward: gradient of shape {tuple(gradient.shape)} does not match "
+            f"backward: gradient of shape {gradient.shape} does not match "
             f"tensors[{index}] of shape {tensor.shape}"
         )
-    if gradient.device != tensor.device:
+    if gradient._backend is not tensor._backend:
         raise RuntimeError(
             f"backward: gradient is on {gradient.device!r} but tensors[{index}] is on "
             f"{tensor.device!r}"

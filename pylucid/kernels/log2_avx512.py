@@ -372,11 +372,11 @@ def log2(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """
     if out is None:
         out = memory.empty(x.shape, x.dtype)
-    flat_x, flat_out = x.reshape(-1), out.reshape(-1)
-    if x.size >= PARALLEL_THRESHOLD_HEAVY:
-        _parallel(flat_x, flat_out)
+    loop = _parallel if x.size >= PARALLEL_THRESHOLD_HEAVY else _serial
+    if x.ndim == 1:  # already flat: skip the reshapes (a tiny op's main cost here)
+        loop(x, out)
     else:
-        _serial(flat_x, flat_out)
+        loop(x.reshape(-1), out.reshape(-1))
     return out
 
 

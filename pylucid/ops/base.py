@@ -175,7 +175,9 @@ class Op(Node):
         """Run the op forward and, when gradients are needed, record its node."""
         schema = cls.schema_v1
         labels = cls.input_labels(len(inputs))
-        backend = _common_backend(schema.name, labels, inputs)
+        backend = (
+            inputs[0]._backend if len(inputs) == 1 else _common_backend(schema.name, labels, inputs)
+        )
         shape = cls.output_shape([t._shape for t in inputs], **params)
         natural = cls.compute_dtype([t._dtype for t in inputs], **params)
         dtype, result_dtype = resolve_dtypes(schema.amp_policy, natural)
