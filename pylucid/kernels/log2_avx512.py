@@ -28,7 +28,9 @@ The algorithm, per lane, for a positive normal ``x`` with bit pattern ``ix`` (``
    ``(log2(1 + r) - r / ln 2) / r**2`` (degree 4 for float32, 8 for float64); the result is
    ``hi + lo``, rounded once.
 
-The kernels run in chunks of :data:`CHUNK` elements. The fast path assumes positive normal
+The kernels run in chunks of :data:`CHUNK` elements, prefetching their input ahead and, for
+outputs larger than the caches (:data:`STREAMING_BYTES`), writing with streaming stores: at
+6.4e7 elements they move data at 92-94% of the machine's copy bandwidth. The fast path assumes positive normal
 finite inputs and keeps the signed minimum and maximum of the chunk's bit patterns; a chunk
 that held a zero, subnormal, negative, infinity or NaN is computed again by the careful
 path, which scales subnormals by 2**p and selects the IEEE special values (log2(+-0) =
@@ -60,6 +62,17 @@ __all__ = ["AVAILABLE", "CHUNK", "FLOAT32", "FLOAT64", "Log2Kernel", "log2"]
 
 #: Elements per chunk: the unit of the parallel loop and of the special-value check.
 CHUNK = 4096
+#: Outputs of at least this many bytes (64 MiB) are written with streaming (non-temporal)
+#: stores: no read of each output line before it is written, and no eviction of the input
+#: by an output that would not fit the caches anyway. Measured with the prefetch below, as
+#: a fraction of the 2-thread copy bandwidth: float32 6.4e7 92% (normal stores 63%), 3e7
+#: 91% (68%); float64 6.4e7 94% (60%), 1e7 108% (82%); float32 1e7 (40 MB) gains nothing
+#: (122% either way: its data stays in the caches, where a next op will find the output).
+STREAMING_BYTES = 1 << 26
+#: The fast path prefetches the input this many elements ahead into every cache level
+#: (``prefetcht0``; ``prefetchnta`` halved the throughput): float32 6.4e7 with streaming
+#: stores 67% -> 92% of the copy bandwidth; 256, 1024 and 4096 measured alike.
+PREFETCH_AHEAD = 256
 #: log2(1 / INV_C[i]): 16 intervals of the reduced argument; the same for both formats.
 INV_C = (
     1.34375, 1.28125, 1.21875, 1.1875, 1.15625, 1.09375, 1.0625, 1.03125,
@@ -225,6 +238,17 @@ class _Vectors:
     def at(self, builder, data, index):
         return builder.bitcast(builder.gep(data, [index]), self.floats_type.as_pointer())
 
+    def prefetch(self, builder, data, index) -> None:
+        """Prefetch ``data[index]`` for reading into every cache level (``prefetcht0``;
+        never faults, so ``index`` may run past the end)."""
+        byte_pointer = ir.IntType(8).as_pointer()
+        address = builder.bitcast(builder.gep(data, [index]), byte_pointer)
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [byte_pointer], fnty)
+        read, keep_in_all_levels, data_cache = (ir.Constant(i32, v) for v in (0, 3, 1))
+        builder.call(fn, [address, read, keep_in_all_levels, data_cache])
+
     def any_lane(self, builder, mask):
         as_int = builder.bitcast(mask, ir.IntType(self.fmt.lanes))
         return builder.icmp_unsigned("!=", as_int, ir.Constant(ir.IntType(self.fmt.lanes), 0))
@@ -266,13 +290,18 @@ def _data(context, builder, array_type, array):
 
 
 @intrinsic
-def _fast_blocks(typingctx, x, out, start, blocks):  # noqa: ARG001  (numba intrinsic protocol)
+def _fast_blocks(typingctx, x, out, start, blocks, streaming):  # noqa: ARG001  (intrinsic)
     """``out[start : start + lanes * blocks] = log2(x[...])`` for positive normal finite
-    inputs; returns whether any input was not one (then the caller redoes the blocks)."""
+    inputs; returns whether any input was not one (then the caller redoes the blocks).
+
+    ``streaming`` (a literal bool): write with non-temporal stores, which bypass the caches
+    and skip reading each output line before writing it; ``out + start`` must then be
+    64-byte aligned."""
     fmt = _format_of(x, out)
-    if fmt is None:
+    if fmt is None or not isinstance(streaming, types.BooleanLiteral):
         return None
-    sig = types.boolean(x, out, types.intp, types.intp)
+    streams = streaming.literal_value
+    sig = types.boolean(x, out, types.intp, types.intp, streaming)
 
     def codegen(context, builder, signature, args):
         v = _Vectors(fmt)
@@ -285,9 +314,17 @@ def _fast_blocks(typingctx, x, out, start, blocks):  # noqa: ARG001  (numba intr
         with cgutils.for_range(builder, blocks) as loop:
             i = builder.add(start, builder.mul(loop.index, lanes))
             ix = builder.bitcast(builder.load(v.at(builder, x_data, i), align=4), v.ints_type)
+            v.prefetch(builder, x_data, builder.add(i, ir.Constant(i.type, PREFETCH_AHEAD)))
             builder.store(v.extreme(builder, "smin", builder.load(low), ix), low)
             builder.store(v.extreme(builder, "smax", builder.load(high), ix), high)
-            builder.store(_log2_normal(v, builder, ix), v.at(builder, out_data, i), align=4)
+            y = _log2_normal(v, builder, ix)
+            store = builder.store(y, v.at(builder, out_data, i), align=64 if streams else 4)
+            if streams:
+                one = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+                store.set_metadata("nontemporal", one)
+        if streams:  # order the streaming stores before anything the caller writes next
+            fence = ir.FunctionType(ir.VoidType(), [])
+            builder.call(builder.module.declare_intrinsic("llvm.x86.sse.sfence", fnty=fence), [])
         below = builder.icmp_signed("<", builder.load(low), v.ints(fmt.min_normal_bits))
         above = builder.icmp_signed(">=", builder.load(high), v.ints(fmt.inf_bits))
         return builder.or_(v.any_lane(builder, below), v.any_lane(builder, above))
@@ -342,15 +379,24 @@ def _lanes_typed(x):
 _JIT = {"cache": True, "error_model": "numpy", "nogil": True, "boundscheck": False}
 
 
-@numba.njit(**_JIT)
-def _chunk(x, out, start, stop):
-    lanes = _lanes(x)
-    blocks = (stop - start) // lanes
-    if _fast_blocks(x, out, start, blocks):
-        for b in range(blocks):
-            _careful_block(x, out, start + b * lanes)
-    for i in range(start + blocks * lanes, stop):
-        out[i] = simd_math.log2(x[i])
+def _make_chunk(streaming: bool):
+    """The loop over one chunk ``[start, stop)``: the fast path, the careful path if it
+    met a special value, the scalar tail. ``streaming``: see :func:`_fast_blocks`."""
+
+    def chunk(x, out, start, stop):
+        lanes = _lanes(x)
+        blocks = (stop - start) // lanes
+        if _fast_blocks(x, out, start, blocks, streaming):
+            for b in range(blocks):
+                _careful_block(x, out, start + b * lanes)
+        for i in range(start + blocks * lanes, stop):
+            out[i] = simd_math.log2(x[i])
+
+    return numba.njit(**_JIT)(chunk)
+
+
+_chunk = _make_chunk(False)
+_chunk_streaming = _make_chunk(True)
 
 
 @numba.njit(**_JIT)
@@ -365,19 +411,34 @@ def _parallel(x, out):
         _chunk(x, out, c * CHUNK, min(x.size, (c + 1) * CHUNK))
 
 
+@numba.njit(parallel=True, **_JIT)
+def _parallel_streaming(x, out):
+    """:func:`_parallel` with streaming stores; ``out`` must be 64-byte aligned."""
+    for c in numba.prange((x.size + CHUNK - 1) // CHUNK):
+        _chunk_streaming(x, out, c * CHUNK, min(x.size, (c + 1) * CHUNK))
+
+
 def log2(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``log2`` of a C-contiguous float32 or float64 array into ``out`` (new if None).
 
-    Only where :data:`AVAILABLE`; serial below ``PARALLEL_THRESHOLD_HEAVY`` elements.
+    Only where :data:`AVAILABLE`; serial below ``PARALLEL_THRESHOLD_HEAVY`` elements, and
+    with streaming stores from :data:`STREAMING_BYTES` of output (after a scalar head that
+    aligns the rest of ``out`` to 64 bytes).
     """
-    if out is None:
-        out = memory.empty(x.shape, x.dtype)
-    loop = _parallel if x.size >= PARALLEL_THRESHOLD_HEAVY else _serial
+    result = memory.empty(x.shape, x.dtype) if out is None else out
     if x.ndim == 1:  # already flat: skip the reshapes (a tiny op's main cost here)
-        loop(x, out)
+        flat_x, flat_out = x, result
     else:
-        loop(x.reshape(-1), out.reshape(-1))
-    return out
+        flat_x, flat_out = x.reshape(-1), result.reshape(-1)
+    if x.size < PARALLEL_THRESHOLD_HEAVY:
+        _serial(flat_x, flat_out)
+    elif result.nbytes < STREAMING_BYTES or result.ctypes.data % result.itemsize:
+        _parallel(flat_x, flat_out)
+    else:
+        head = (-result.ctypes.data % 64) // result.itemsize
+        _serial(flat_x[:head], flat_out[:head])
+        _parallel_streaming(flat_x[head:], flat_out[head:])
+    return result
 
 
 class Log2Kernel:
