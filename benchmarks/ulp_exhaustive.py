@@ -28,7 +28,8 @@ Usage::
     python benchmarks/ulp_exhaustive.py --no-speed          # accuracy only
     python benchmarks/ulp_exhaustive.py --f64-samples 0     # skip the float64 check
     python benchmarks/ulp_exhaustive.py --no-accuracy       # speed only
-    python benchmarks/ulp_exhaustive.py --funcs log2_avx512 # the AVX-512 float32 log2 kernel
+    python benchmarks/ulp_exhaustive.py --funcs log2_avx512 # the AVX-512 log2 kernels
+    python benchmarks/ulp_exhaustive.py --funcs log2 --against torch  # PyTorch's in column 2
 """
 
 from __future__ import annotations
@@ -184,13 +185,35 @@ def _resolve(name: str, xs: np.ndarray, ours: np.ndarray, npy: np.ndarray) -> li
     return stats
 
 
-def exhaustive(name: str) -> dict[str, float]:
-    """Run the exhaustive float32 check of one function; returns the summary row."""
+def _comparison(library: str, name: str) -> Callable[[np.ndarray, np.ndarray], None]:
+    """``f(xs, out)``: the float32 ``name`` of NumPy, PyTorch or MLX (the second column)."""
+    if library == "numpy":
+        ufunc = getattr(np, name)
+        return lambda xs, out: ufunc(xs, out=out)
+    if library == "torch":
+        import torch
+
+        fn = getattr(torch, name)
+        return lambda xs, out: fn(torch.from_numpy(xs), out=torch.from_numpy(out))
+    import mlx.core as mx
+
+    fn = getattr(mx, name)
+
+    def run(xs: np.ndarray, out: np.ndarray) -> None:
+        with mx.stream(mx.cpu):
+            out[:] = np.array(fn(mx.array(xs)))
+
+    return run
+
+
+def exhaustive(name: str, against: str = "numpy") -> dict[str, float]:
+    """Run the exhaustive float32 check of one function, next to ``against``'s float32
+    function (numpy, torch or mlx); returns the summary row."""
     if name in KERNELS:
         apply, name = KERNELS[name]
     else:
         apply = _make_loops(getattr(simd_math, name))[0]
-    ufunc = getattr(np, name)
+    compare = _comparison(against, name)
     check = _make_checker(REF_FUNCS[name])
     flags = np.empty(CHUNK, np.uint8)
     base = np.arange(CHUNK, dtype=np.uint32)
@@ -204,7 +227,7 @@ def exhaustive(name: str) -> dict[str, float]:
     with np.errstate(all="ignore"):
         for start in range(0, 1 << 32, CHUNK):
             np.add(base, np.uint32(start), out=bits)
-            ufunc(xs, out=npy)
+            compare(xs, npy)
             apply(xs, ours)
             stats = check(xs, ours, npy, flags)
             totals[0] = max(totals[0], stats[:, 0].max())
@@ -351,6 +374,12 @@ def main() -> None:
     parser.add_argument("--no-accuracy", action="store_true", help="skip exhaustive check")
     parser.add_argument("--no-speed", action="store_true", help="skip timing")
     parser.add_argument("--f64-samples", type=int, default=200_000, help="per input group")
+    parser.add_argument(
+        "--against",
+        choices=("numpy", "torch", "mlx"),
+        default="numpy",
+        help="library in the second column of the float32 check",
+    )
     args = parser.parse_args()
     names = [n for n in args.funcs.split(",") if n]
     numba.set_num_threads(2)
@@ -360,10 +389,11 @@ def main() -> None:
         print("\nExhaustive float32 accuracy (all 2**32 inputs)")
         print(
             f"{'func':6s} {'max ULP':>9s} {'not CR':>8s} {'special':>7s} | "
-            f"{'numpy max':>9s} {'not CR':>10s} {'special':>7s} | {'ambig.':>6s} {'sec':>5s}"
+            f"{args.against + ' max':>9s} {'not CR':>10s} {'special':>7s} | "
+            f"{'ambig.':>6s} {'sec':>5s}"
         )
         for name in names:
-            r = exhaustive(name)
+            r = exhaustive(name, args.against)
             print(
                 f"{name:6s} {r['max_ulp']:9.6f} {r['not_cr']:8d} {r['special_fail']:7d} | "
                 f"{r['numpy_max_ulp']:9.4f} {r['numpy_not_cr']:10d} "
