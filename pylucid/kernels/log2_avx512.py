@@ -30,12 +30,12 @@ The algorithm, per lane, for a positive normal ``x`` with bit pattern ``ix`` (``
 
 The kernels run in chunks of :data:`CHUNK` elements, prefetching their input ahead and, for
 outputs larger than the caches (:data:`STREAMING_BYTES`), writing with streaming stores: at
-6.4e7 elements they move data at 92-94% of the machine's copy bandwidth. The fast path assumes positive normal
-finite inputs and keeps the signed minimum and maximum of the chunk's bit patterns; a chunk
-that held a zero, subnormal, negative, infinity or NaN is computed again by the careful
-path, which scales subnormals by 2**p and selects the IEEE special values (log2(+-0) =
--inf, log2(x < 0) = nan, log2(inf) = inf, nan stays nan). The elements after the last full
-vector go through the generic scalar function.
+6.4e7 elements they move data at 87-94% of the machine's copy bandwidth. The fast path
+assumes positive normal finite inputs and keeps the signed minimum and maximum of the
+chunk's bit patterns; a chunk that held a zero, subnormal, negative, infinity or NaN is
+computed again by the careful path, which scales subnormals by 2**p and selects the IEEE
+special values (log2(+-0) = -inf, log2(x < 0) = nan, log2(inf) = inf, nan stays nan). The
+elements after the last full vector go through the generic scalar function.
 
 :data:`AVAILABLE` says whether Numba compiles for a CPU with AVX-512F and AVX-512DQ; the numba
 backend uses these kernels only then (the generic loops everywhere else). The tables are
@@ -73,7 +73,8 @@ STREAMING_BYTES = 1 << 26
 #: (``prefetcht0``; ``prefetchnta`` halved the throughput): float32 6.4e7 with streaming
 #: stores 67% -> 92% of the copy bandwidth; 256, 1024 and 4096 measured alike.
 PREFETCH_AHEAD = 256
-#: log2(1 / INV_C[i]): 16 intervals of the reduced argument; the same for both formats.
+#: 1 / c of the 16 intervals of the reduced argument, with at most 6 fraction bits; the same
+#: for both formats.
 INV_C = (
     1.34375, 1.28125, 1.21875, 1.1875, 1.15625, 1.09375, 1.0625, 1.03125,
     1.0, 0.9375, 0.890625, 0.84375, 0.796875, 0.765625, 0.71875, 0.6875,
@@ -86,6 +87,7 @@ class Format:
 
     name: str
     lanes: int
+    bits: int
     fraction_bits: int
     #: Subtracted from the bit pattern so that 1.0 lies in the middle of interval 8.
     offset: int
@@ -97,10 +99,6 @@ class Format:
     l_lo: float
     #: Q(r) ~ (log2(1 + r) - r / ln 2) / r**2 on |r| <= 0.0342, lowest degree first.
     q: tuple[float, ...]
-
-    @property
-    def bits(self) -> int:
-        return 1 + self.fraction_bits + (8 if self.fraction_bits == 23 else 11)
 
     @property
     def min_normal_bits(self) -> int:
@@ -119,6 +117,7 @@ class Format:
 FLOAT32 = Format(
     name="float32",
     lanes=16,
+    bits=32,
     fraction_bits=23,
     offset=0x3F3C0000,
     t_hi=(
@@ -145,6 +144,7 @@ FLOAT32 = Format(
 FLOAT64 = Format(
     name="float64",
     lanes=8,
+    bits=64,
     fraction_bits=52,
     offset=0x3FE7800000000000,
     t_hi=(
