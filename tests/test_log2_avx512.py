@@ -18,7 +18,7 @@ from pylucid.kernels import log2_avx512 as kernel
 from pylucid.kernels.loops import PARALLEL_THRESHOLD_HEAVY
 
 pytestmark = pytest.mark.skipif(
-    not kernel.AVAILABLE, reason="needs a CPU with AVX-512F (Numba's target has no +avx512f)"
+    not kernel.AVAILABLE, reason="needs AVX-512F and DQ, which Numba's target CPU lacks"
 )
 
 BOUND_ULP = 0.525
