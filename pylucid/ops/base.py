@@ -78,6 +78,10 @@ def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> 
     return backend
 
 
+#: (op class, input dtypes) -> the op's compute_dtype for calls without parameters.
+_NATURAL_DTYPES: dict[tuple[type, tuple[DType, ...]], DType] = {}
+
+
 class Op(Node):
     """Base of every op node. Subclasses declare ``schema_v1``, ``dispatch``, ``grad_formula``.
 
@@ -179,7 +183,13 @@ class Op(Node):
             inputs[0]._backend if len(inputs) == 1 else _common_backend(schema.name, labels, inputs)
         )
         shape = cls.output_shape([t._shape for t in inputs], **params)
-        natural = cls.compute_dtype([t._dtype for t in inputs], **params)
+        dtypes = tuple([t._dtype for t in inputs])
+        if params:
+            natural = cls.compute_dtype(dtypes, **params)
+        else:  # a pure function of the class and the input dtypes: computed once per pair
+            natural = _NATURAL_DTYPES.get((cls, dtypes))
+            if natural is None:
+                natural = _NATURAL_DTYPES[cls, dtypes] = cls.compute_dtype(dtypes)
         dtype, result_dtype = resolve_dtypes(schema.amp_policy, natural)
         # FORCE_FP32 on half inputs, on a backend that reads halves natively: the inputs go
         # uncast and - outside autocast, unless the backward needs the float32 result - the
