@@ -36,6 +36,7 @@ __all__ = [
     "CacheStats",
     "empty",
     "empty_cache",
+    "is_sole_view",
     "limit",
     "set_limit",
     "stats",
@@ -83,9 +84,19 @@ class _Pool:
         self.lock = threading.Lock()
         #: size class -> flat uint8 buffers of that size, oldest first.
         self.buckets: dict[int, list[np.ndarray]] = {}
+        #: ids of the pooled buffers (alive as long as they are pooled).
+        self.ids: set[int] = set()
         self.limit = limit
         self.hits = 0
         self.misses = 0
+
+    def is_sole_view(self, array: np.ndarray) -> bool:
+        """Whether ``array`` is a view of a pooled buffer that no other array refers to."""
+        base = array.base
+        if base is None or id(base) not in self.ids:
+            return False
+        # References to the buffer: its bucket, array.base, the name above, the argument.
+        return sys.getrefcount(base) == _IDLE_REFCOUNT + 2
 
     def take(self, nbytes: int) -> np.ndarray:
         """An idle buffer of ``nbytes``' size class, or a new one."""
@@ -100,6 +111,7 @@ class _Pool:
             self.trim(self.limit - size)
             buffer = np.empty(size, dtype=np.uint8)
             self.buckets.setdefault(size, []).append(buffer)
+            self.ids.add(id(buffer))
             return buffer
 
     def trim(self, keep: int) -> None:
@@ -113,6 +125,7 @@ class _Pool:
             i = 0
             while i < len(bucket) and idle > keep:
                 if _idle(bucket, i):
+                    self.ids.discard(id(bucket[i]))
                     del bucket[i]
                     idle -= size
                 else:
@@ -179,6 +192,12 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if nbytes < MIN_BYTES:
         return np.empty(shape, dtype)
     return _POOL.take(nbytes)[:nbytes].view(dtype).reshape(shape)
+
+
+def is_sole_view(array: np.ndarray) -> bool:
+    """Whether ``array`` is a view of a pooled buffer that no other array refers to, so that
+    whoever holds the only reference to ``array`` owns its memory."""
+    return _POOL.is_sole_view(array)
 
 
 def stats() -> CacheStats:

@@ -151,3 +151,23 @@ def test_threads_never_share_a_buffer():
     for t in threads:
         t.join()
     assert len({id(a.base) for a in seen}) == len(seen)
+
+
+def test_leaf_gradient_takes_a_pooled_kernel_output_without_copying():
+    """The engine's gradient of a leaf is a pooled view no one else refers to: .grad takes
+    it as it is (a copy would cost a fresh allocation per backward)."""
+    x = pl.tensor(np.full(SHAPE, 2.0, np.float32), requires_grad=True)
+    pl.log2(x).backward(pl.ones(SHAPE))
+    grad = x.grad.numpy()
+    assert memory.is_sole_view(grad)  # not a copy: a copy would own its data
+    np.testing.assert_allclose(grad, 1 / (2 * np.log(2)), rtol=1e-7)
+
+
+def test_a_second_view_makes_a_pooled_array_shared():
+    a = memory.empty(SHAPE, np.float32)
+    assert memory.is_sole_view(a)
+    b = a.reshape(-1)
+    assert not memory.is_sole_view(a) and not memory.is_sole_view(b)
+    del b
+    assert memory.is_sole_view(a)
+    assert not memory.is_sole_view(np.ones(SHAPE))  # owns its data: not a pooled view

@@ -89,8 +89,9 @@ class Backend(Protocol):
         where arrays are immutable)."""
 
     def is_private(self, a: Storage) -> bool:
-        """Whether ``a`` owns its memory outright (no view of other storage), so a tensor can
-        take it without a copy when no one else holds it."""
+        """Whether ``a`` owns its memory outright (no view of other storage, or the only
+        view of a buffer of the backend's allocator), so a tensor can take it without a copy
+        when no one else holds it."""
 
     # -- primitives ------------------------------------------------------------------------
     def log2(self, a: Storage, shape: Shape, dtype: DType) -> Storage:

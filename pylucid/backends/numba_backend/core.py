@@ -14,6 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from pylucid import memory
 from pylucid.backends.base import Axes, Shape
 from pylucid.backends.half import handles_halves
 from pylucid.dtypes import DType, as_dtype, float32
@@ -128,7 +129,9 @@ class NumbaCore:
         return np.array(a, copy=True)
 
     def is_private(self, a: np.ndarray) -> bool:
-        return bool(a.flags.owndata and a.flags.writeable)
+        if not a.flags.writeable:
+            return False
+        return bool(a.flags.owndata) or memory.is_sole_view(a)  # a kernel output is a view
 
     def write(self, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
         if not dst.flags.writeable:
