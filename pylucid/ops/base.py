@@ -21,7 +21,7 @@ import numpy as np
 from pylucid.backends.base import Backend, Shape
 from pylucid.backends.half import reads_half_natively
 from pylucid.dtypes import DType, default_float, promote_types
-from pylucid.graph.anomaly import creation_site
+from pylucid.graph.anomaly import creation_site, is_anomaly_enabled
 from pylucid.graph.grad_mode import is_grad_enabled
 from pylucid.graph.node import Node, SavedValues
 from pylucid.ops.schema import OpSchema, register_op, resolve_dtypes
@@ -254,7 +254,8 @@ class Op(Node):
         edges = tuple([t._grad_edge() if t._requires_grad else None for t in inputs])
         self.next_edges = edges
         self.needs_input_grad = tuple([edge is not None for edge in edges])
-        self.creation_site = creation_site()
+        if is_anomaly_enabled():  # where the op was called, for anomaly reports
+            self.creation_site = creation_site()
         values, tensors, counters = {}, {}, {}
         for name in self.schema_v1.saved:
             if name == "result":
@@ -311,6 +312,7 @@ class Op(Node):
         if self.rounded_result:  # FORCE_FP32 outside autocast: g has the half output dtype
             grad = self.backend.cast(grad, self.dtype)
         grads = self.grad_formula(grad)
+        backend = self.backend
         results = []
         for g, needed, shape, dtype in zip(
             grads, self.needs_input_grad, self.input_shapes, self.input_dtypes
@@ -318,10 +320,10 @@ class Op(Node):
             if g is None or not needed:
                 results.append(None)
                 continue
-            g_shape = self.backend.shape(g)
+            g_shape = backend.shape(g)
             if g_shape != shape:
-                g = sum_to(self.backend, g, g_shape, shape)
-            results.append(self.backend.cast(g, dtype))
+                g = sum_to(backend, g, g_shape, shape)
+            results.append(backend.cast(g, dtype))
         return tuple(results)
 
     def release(self) -> None:

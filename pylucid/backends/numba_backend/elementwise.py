@@ -54,6 +54,8 @@ UNARY_KERNELS: dict[str, tuple[Callable, Callable | None]] = {
 }
 
 _LOG_BASE_GRAD = elementwise(k.log_base_grad, arity=3, heavy=True)
+#: (ln b, its float64 remainder) -> the pair as float64 scalars, the kernel's operand.
+_LN_PAIRS: dict[tuple[float, float], tuple[np.float64, np.float64]] = {}
 _LEAKY_RELU = elementwise(k.leaky_relu, arity=2)
 _LEAKY_RELU_GRAD = elementwise(k.leaky_relu_grad, arity=3)
 _ELU = elementwise(k.elu, arity=2, heavy=True)
@@ -142,7 +144,9 @@ class NumbaElementwise:
         parts), correctly rounded: float64 by an FMA-compensated float64 quotient, float32
         (and the half dtypes, computed in float32) by a float32 quotient and one Markstein
         correction (see :func:`pylucid.kernels.elementwise_math.log_base_grad`)."""
-        ln_b = (np.float64(ln_base), np.float64(ln_base_lo))
+        ln_b = _LN_PAIRS.get((ln_base, ln_base_lo))
+        if ln_b is None:
+            ln_b = _LN_PAIRS[ln_base, ln_base_lo] = (np.float64(ln_base), np.float64(ln_base_lo))
         return self._fused(_LOG_BASE_GRAD, x, g, ln_b, shape, dtype)
 
     @handles_halves
