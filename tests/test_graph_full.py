@@ -358,3 +358,9 @@ def test_training_memory_does_not_grow() -> None:
     for _ in range(1000):
         step()
     assert live_nodes() <= before
+
+
+def test_backward_refuses_a_gradient_that_is_not_a_tensor() -> None:
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match=r"gradient for tensors\[0\] must be a Tensor"):
+        pl.log2(x).backward(np.ones(2))

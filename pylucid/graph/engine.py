@@ -141,6 +141,11 @@ def _seed(tensor: Any, gradient: Any, index: int, create_graph: bool) -> Any:
             )
         seed = tensor._backend.full(tensor.shape, 1.0, tensor.dtype)
         return tensor._wrap_grad(seed) if create_graph else seed
+    if not hasattr(gradient, "_storage"):
+        raise TypeError(
+            f"backward: the gradient for tensors[{index}] must be a Tensor of shape "
+            f"{tensor.shape}, got {type(gradient).__name__}"
+        )
     if gradient._shape != tensor._shape:
         raise RuntimeError(
             f"backward: gradient of shape {gradient.shape} does not match "
