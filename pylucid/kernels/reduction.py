@@ -232,17 +232,25 @@ def logsumexp_backward_row(x, result, g, out):
 # slab x[o] is (n, inner) and the softmax runs down its columns. The loops over a column's
 # inner index are independent, so they vectorise, and nothing is transposed.
 @register_jitable
-def softmax_cols(x, out):
-    """Softmax down each column of an (n, inner) slab (see :func:`softmax_row`)."""
+def column_max(x):
+    """The maximum of each column of a non-empty (n, inner) slab (NaN-free columns)."""
     n, inner = x.shape
-    if n == 0:
-        return
     m = np.empty(inner)
     for i in range(inner):
         m[i] = x[0, i]
     for k in range(1, n):
         for i in range(inner):
             m[i] = x[k, i] if x[k, i] > m[i] else m[i]
+    return m
+
+
+@register_jitable
+def softmax_cols(x, out):
+    """Softmax down each column of an (n, inner) slab (see :func:`softmax_row`)."""
+    n, inner = x.shape
+    if n == 0:
+        return
+    m = column_max(x)
     total = np.zeros(inner)
     for k in range(n):
         for i in range(inner):
@@ -262,12 +270,7 @@ def log_softmax_cols(x, out):
     n, inner = x.shape
     if n == 0:
         return
-    m = np.empty(inner)
-    for i in range(inner):
-        m[i] = x[0, i]
-    for k in range(1, n):
-        for i in range(inner):
-            m[i] = x[k, i] if x[k, i] > m[i] else m[i]
+    m = column_max(x)
     total = np.zeros(inner)
     for k in range(n):
         for i in range(inner):

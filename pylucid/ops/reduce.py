@@ -77,7 +77,22 @@ def _refuse_empty(op: str, shape: Shape, axes: Axes) -> None:
             )
 
 
-class SumBackward(ReduceOp):
+class _AccumulatingOp(ReduceOp):
+    """sum and prod: integer and bool inputs accumulate in int64 (as in PyTorch); the
+    backend primitive is named like the op."""
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Any, **params: Any) -> DType:
+        return dtypes[0] if dtypes[0].is_floating_point else int64
+
+    @classmethod
+    def dispatch(
+        cls, be: Backend, a: Any, shape: Shape, dtype: DType, axes: Axes, keepdims: bool
+    ) -> Any:
+        return getattr(be, cls.schema_v1.name)(a, axes, keepdims, dtype)
+
+
+class SumBackward(_AccumulatingOp):
     r"""Autograd node for :math:`y = \sum_{i \in \text{axes}} x_i`; saves nothing.
 
     .. math:: \frac{\partial L}{\partial x_i} = g \quad \text{(g broadcast back over axes)}
@@ -87,16 +102,6 @@ class SumBackward(ReduceOp):
     """
 
     schema_v1 = OpSchema(name="sum", amp_policy=AmpPolicy.FORCE_FP32)
-
-    @classmethod
-    def compute_dtype(cls, dtypes: Any, **params: Any) -> DType:
-        return dtypes[0] if dtypes[0].is_floating_point else int64
-
-    @staticmethod
-    def dispatch(
-        be: Backend, a: Any, shape: Shape, dtype: DType, axes: Axes, keepdims: bool
-    ) -> Any:
-        return be.sum(a, axes, keepdims, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be = self.backend
@@ -137,7 +142,7 @@ class MeanBackward(ReduceOp):
         return (scaled.reshape(self._keepdims_shape()).broadcast_to(self.input_shapes[0]),)
 
 
-class ProdBackward(ReduceOp):
+class ProdBackward(_AccumulatingOp):
     r"""Autograd node for :math:`y = \prod_{i \in \text{axes}} x_i`; saves ``x``.
 
     .. math:: \frac{\partial L}{\partial x_j} = g \prod_{i \ne j} x_i
@@ -154,16 +159,6 @@ class ProdBackward(ReduceOp):
     """
 
     schema_v1 = OpSchema(name="prod", amp_policy=AmpPolicy.FORCE_FP32, saved=("x",))
-
-    @classmethod
-    def compute_dtype(cls, dtypes: Any, **params: Any) -> DType:
-        return dtypes[0] if dtypes[0].is_floating_point else int64
-
-    @staticmethod
-    def dispatch(
-        be: Backend, a: Any, shape: Shape, dtype: DType, axes: Axes, keepdims: bool
-    ) -> Any:
-        return be.prod(a, axes, keepdims, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be = self.backend
