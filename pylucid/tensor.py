@@ -7,6 +7,7 @@ Tensor class knows no op.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,10 +17,19 @@ import numpy as np
 from pylucid.backends.base import Backend
 from pylucid.dtypes import DType, as_dtype, default_float
 from pylucid.graph import engine
-from pylucid.graph.grad_mode import is_inference_mode_enabled
+from pylucid.graph.grad_mode import is_grad_enabled, is_inference_mode_enabled
 from pylucid.graph.node import AccumulateGrad, Node, RemovableHandle
 
 __all__ = ["Tensor", "VersionCounter"]
+
+#: Serialises accumulation into leaf gradients: backward passes running in several threads
+#: may reach one leaf, and ``grad = grad + new`` is a read-modify-write (PyTorch locks each
+#: AccumulateGrad the same way). Hooks run outside it.
+_ACCUMULATE_LOCK = threading.Lock()
+#: A root prunes the dead weak references to its aliases when their list reaches a power of
+#: two from this length on, so a long-lived root (a parameter whose ``.T`` each step takes)
+#: keeps a list proportional to its live aliases.
+_PRUNE_FROM = 32
 
 
 class VersionCounter:
@@ -40,6 +50,17 @@ class Tensor:
     """An n-dimensional array on a backend, optionally tracked by autograd.
 
     Create tensors with :func:`pylucid.tensor` and the other factories, not this class.
+
+    A tensor made by a view op (a basic index, ``transpose``, ``permute``, ``reshape`` where
+    the strides allow, ``expand``) or by :meth:`detach` shares its input's memory. Such an
+    *alias* records ``_base``, the root tensor whose memory it is (a strong reference, as
+    PyTorch's ``_base``), and ``_view_steps``, the view ops (class, parameters) that lead from
+    the root to it; a differentiable view also records ``_grad_base``, the tensor whose
+    autograd history it views, and ``_grad_depth``, how many of the last steps start there
+    (-1 for a view made under ``no_grad``). The root keeps weak references to its aliases in
+    ``_views``, so that an in-place op reaches every one of them
+    (:mod:`pylucid.ops.views`). ``_wrapped`` marks a Python number lifted to a 0-d tensor by an
+    op (it takes part in type promotion as a number, not as a tensor).
     """
 
     __slots__ = (
@@ -52,7 +73,12 @@ class Tensor:
         "grad_fn",
         "_accumulator",
         "_version",
-        "_view_of",
+        "_base",
+        "_view_steps",
+        "_grad_base",
+        "_grad_depth",
+        "_views",
+        "_wrapped",
         "_hooks",
         "_post_accumulate_hooks",
         "_retains_grad",
@@ -80,7 +106,9 @@ class Tensor:
         self.grad_fn = None
         self._accumulator = None
         self._version = VersionCounter()
-        self._view_of = None
+        self._base = None
+        self._views = None
+        self._wrapped = False
         self._hooks: list[Callable[[Tensor], Tensor | None]] = []
         self._post_accumulate_hooks: list[Callable[[Tensor], None]] = []
         self._retains_grad = False
@@ -214,18 +242,66 @@ class Tensor:
 
     def _accumulate_grad(self, grad: Any, owned: bool = False) -> None:
         """Add a gradient (storage, or a Tensor when backward records a graph) into .grad;
-        ``owned``: no one else holds the storage, so it becomes .grad without a copy."""
-        if isinstance(grad, Tensor):  # create_graph: .grad keeps the graph of its values
-            self._grad = grad if self._grad is None else self._grad + grad
-        elif self._grad is None:
-            private = owned and self._backend.is_private(grad)
-            self._grad = self._wrap_grad(grad if private else self._backend.clone(grad))
-        else:
-            self._grad._storage = self._grad._storage + grad
-            self._grad._version.bump()
+        ``owned``: no one else holds the storage, so it becomes .grad without a copy.
+
+        An existing .grad is added to in place (the backend's ``accumulate``), as in PyTorch,
+        so views and NumPy arrays of it see the sum; under a lock, so concurrent backward
+        passes into one leaf lose no update."""
+        with _ACCUMULATE_LOCK:
+            if isinstance(grad, Tensor):  # create_graph: .grad keeps the graph of its values
+                self._grad = grad if self._grad is None else self._grad + grad
+            elif self._grad is None:
+                private = owned and self._backend.is_private(grad)
+                self._grad = self._wrap_grad(grad if private else self._backend.clone(grad))
+            else:
+                current = self._grad
+                total = current._backend.accumulate(current._storage, grad)
+                if total is not current._storage:  # immutable storage: the tensor takes it
+                    current._rebind(total)
+                current._version.bump()
         if self._post_accumulate_hooks:
             for hook in list(self._post_accumulate_hooks):
                 hook(self)
+
+    # -- aliases ----------------------------------------------------------------------------
+    def _alias(self, source: Tensor, step: tuple[type, dict[str, Any]] | None) -> None:
+        """Record that this new tensor shares ``source``'s memory: ``step`` is the view op
+        (class, parameters) that made it from ``source``, or None for :meth:`detach` (an
+        alias outside ``source``'s graph, which is an autograd root of its own)."""
+        root = source if source._base is None else source._base
+        steps = source._view_steps if source._base is not None else ()
+        self._base, self._version = root, root._version
+        if step is None:
+            self._view_steps, self._grad_base, self._grad_depth = steps, None, 0
+        else:
+            self._view_steps = (*steps, step)
+            inherited = source._grad_depth if source._base is not None else 0
+            if not is_grad_enabled() or inherited < 0:
+                self._grad_base, self._grad_depth = None, -1
+            elif inherited > 0:
+                self._grad_base, self._grad_depth = source._grad_base, inherited + 1
+            else:  # source is an autograd root: a root tensor or a detached alias
+                self._grad_base, self._grad_depth = source, 1
+        reference = weakref.ref(self)
+        if root._views is None:
+            root._views = [reference]
+            return
+        root._views.append(reference)
+        count = len(root._views)
+        if count >= _PRUNE_FROM and count & (count - 1) == 0:
+            root._views = [r for r in root._views if r() is not None]
+
+    def _aliases(self) -> list[Tensor]:
+        """The live tensors sharing this root tensor's memory (views and detached aliases)."""
+        found = [r() for r in self._views] if self._views else []
+        return [t for t in found if t is not None]
+
+    def _rebind(self, storage: Any) -> None:
+        """Take ``storage`` as this tensor's values (same shape and dtype) on a backend whose
+        arrays are immutable, and bring every alias of its memory up to date."""
+        from pylucid.ops import views  # the ops layer sits above: import at call time
+
+        views.rebind(self, storage)
 
     # -- hooks ------------------------------------------------------------------------------
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
@@ -295,10 +371,10 @@ class Tensor:
         engine.backward([self], [gradient], retain_graph, create_graph)
 
     def detach(self) -> Tensor:
-        """A tensor sharing this one's storage (and version counter), cut from the graph."""
+        """A tensor sharing this one's memory (and version counter), cut from the graph: an
+        in-place change to either shows in both, and makes a node that saved either raise."""
         detached = Tensor._make(self._storage, self._backend, self._dtype)
-        detached._version = self._version
-        detached._view_of = self
+        detached._alias(self, None)
         return detached
 
     # -- conversion -------------------------------------------------------------------------
@@ -361,15 +437,6 @@ class Tensor:
         """``self.to(pylucid.float64)``."""
         return self.to("float64")
 
-    def _set_storage(self, storage: Any) -> None:
-        """Replace the values (same shape and dtype); for optimizers, under no_grad."""
-        if tuple(self._backend.shape(storage)) != self._shape:
-            raise ValueError(
-                f"new storage has shape {tuple(self._backend.shape(storage))}, the tensor "
-                f"{self._shape}"
-            )
-        self._storage = storage
-
     def __float__(self) -> float:
         return float(self.item())
 
@@ -398,6 +465,53 @@ class Tensor:
         elif self._requires_grad:
             extras.append("requires_grad=True")
         return f"tensor({', '.join([values, *extras])})"
+
+
+    # -- copying and NumPy ------------------------------------------------------------------
+    def __reduce_ex__(self, protocol: int) -> tuple[Any, ...]:
+        """Pickle the values, dtype, backend and ``requires_grad`` (not the graph, ``.grad``
+        or hooks, as PyTorch): a non-leaf comes back as a leaf that requires grad."""
+        values = np.array(self._backend.to_numpy(self._storage), copy=True)
+        return (_rebuild, (values, self._dtype.name, self._backend.name, self._requires_grad))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """A new leaf with a copy of the values, ``requires_grad`` and ``.grad``; a non-leaf
+        refuses, as in PyTorch (its copy would have to copy the graph)."""
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                f"deepcopy: only leaf tensors (made by the user, not computed by a recorded "
+                f"op) can be deep-copied; this one (shape {self._shape}) was computed by "
+                f"{self.grad_fn.name}. Copy tensor.detach() instead"
+            )
+        copied = Tensor._make(
+            self._backend.clone(self._storage), self._backend, self._dtype, self._requires_grad
+        )
+        memo[id(self)] = copied
+        if self._grad is not None:
+            copied._grad = self._grad.__deepcopy__(memo)
+        return copied
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """The values for NumPy (``np.asarray(t)``): :meth:`numpy`, converted to ``dtype``.
+        ``copy=False`` raises on the mlx backend, whose arrays NumPy can only copy."""
+        values = self.numpy()
+        if copy is False and values is not self._storage and values.base is None:
+            raise ValueError(
+                f"np.asarray(copy=False): a tensor on {self.device!r} ({self.backend}) cannot "
+                f"be given to NumPy without a copy"
+            )
+        if dtype is not None and values.dtype != dtype:
+            return values.astype(dtype)
+        return np.array(values, copy=True) if copy else values
+
+
+def _rebuild(values: np.ndarray, dtype: str, backend: str, requires_grad: bool) -> Tensor:
+    """Unpickle a tensor (see :meth:`Tensor.__reduce_ex__`)."""
+    from pylucid import backends
+
+    target = backends.resolve(backend)
+    kind = as_dtype(dtype)
+    return Tensor._make(target.from_numpy(values, kind), target, kind, requires_grad)
 
 
 def _names_dtype(spec: Any) -> bool:

@@ -88,6 +88,17 @@ class Backend(Protocol):
         storage is mutable; return the storage that now holds them (``dst``, or ``src``
         where arrays are immutable)."""
 
+    def is_writable(self, a: Storage) -> bool:
+        """Whether ``a`` may be changed in place (not a read-only or broadcast array)."""
+
+    def aliases(self, out: Storage, a: Storage) -> bool | None:
+        """Whether ``out``, made from ``a`` by a reshape, shares ``a``'s memory; None for a
+        backend without views of its own (immutable arrays), whose views are logical."""
+
+    def accumulate(self, dst: Storage, src: Storage) -> Storage:
+        """``dst + src`` (same shape and dtype), into ``dst`` in place where it is mutable;
+        return the storage holding the sum (``dst``, or a new array where it is not)."""
+
     def is_private(self, a: Storage) -> bool:
         """Whether ``a`` owns its memory outright (no view of other storage, or the only
         view of a buffer of the backend's allocator), so a tensor can take it without a copy

@@ -108,8 +108,10 @@ class Op(Node):
     #: Inputs that keep their own dtype instead of taking the compute dtype (``where``'s
     #: bool ``condition``).
     uncast_inputs: ClassVar[frozenset[str]] = frozenset()
-    #: The output may share memory with the first input (shape ops): it shares the input's
-    #: version counter, so a node that saved either sees an in-place change to the other.
+    #: The output may share memory with the first input (shape ops): where
+    #: :meth:`makes_view` says it does, it becomes an alias of the input
+    #: (:meth:`~pylucid.tensor.Tensor._alias`: one version counter, and in-place changes to
+    #: either reach the other; see :mod:`pylucid.ops.views`).
     returns_view: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -173,6 +175,24 @@ class Op(Node):
         """The backend of the output (a device copy overrides this)."""
         return backend
 
+    # -- views (ops with ``returns_view``) --------------------------------------------------
+    @classmethod
+    def makes_view(cls, backend: Backend, x: Tensor, out: Any, **params: Any) -> bool:
+        """Whether the output ``out`` of a call on ``x`` shares ``x``'s memory."""
+        return True
+
+    @classmethod
+    def view_layout(cls, layout: np.ndarray, **params: Any) -> np.ndarray:
+        """The NumPy view this op makes of an array laid out like its input, without reading
+        its elements (``layout`` may have no memory behind its strides)."""
+        raise NotImplementedError(f"{cls.__name__} makes no view")
+
+    @classmethod
+    def view_overlaps(cls, shape: Shape, **params: Any) -> bool:
+        """Whether the view of an input of ``shape`` has several elements at one place in
+        memory (a broadcast), so that it cannot be written in place."""
+        return False
+
     # -- shared machinery -------------------------------------------------------------------
     @classmethod
     def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
@@ -229,8 +249,8 @@ class Op(Node):
             node = cls()
             node._record(backend, inputs, storages, out, result, dtype, params)
             result._set_grad_fn(node)
-        if cls.returns_view:  # shares memory: in-place changes must show on both
-            result._version, result._view_of = inputs[0]._version, inputs[0]
+        if cls.returns_view and cls.makes_view(backend, inputs[0], out, **params):
+            result._alias(inputs[0], (cls, params))
         return result
 
     def _record(

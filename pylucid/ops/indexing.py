@@ -301,6 +301,14 @@ class GetitemBackward(UnaryOp):
     def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, plan: IndexPlan) -> Any:
         return be.getitem(a, plan.index, plan.mesh, shape, dtype)
 
+    @classmethod
+    def makes_view(cls, backend: Backend, x: Tensor, out: Any, *, plan: IndexPlan) -> bool:
+        return plan.mesh is None  # integer arrays and masks gather a copy, as in NumPy
+
+    @classmethod
+    def view_layout(cls, layout: np.ndarray, *, plan: IndexPlan) -> np.ndarray:
+        return layout[plan.index]
+
     def grad_formula(self, g: Any) -> tuple[Any]:
         plan = self.plan
         return (

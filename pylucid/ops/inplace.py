@@ -1,49 +1,54 @@
-"""In-place ops: ``add_``, ``sub_``, ``mul_``, ``div_``, ``zero_``, ``copy_`` and
-``x[index] = value``.
+"""In-place ops: ``add_``, ``sub_``, ``mul_``, ``div_``, ``pow_``, ``zero_``, ``copy_``,
+``x[index] = value`` and the augmented assignments ``+= -= *= /= **=``.
 
-An in-place op runs its out-of-place twin (so its gradient is that op's), writes the result
-into the tensor's memory (numba; MLX arrays are immutable, so there the tensor takes the new
-array), bumps the tensor's version counter and makes the tensor the twin's output in the
-graph. Safety, as in PyTorch:
+An in-place op runs its out-of-place twin (so its gradient is that op's), puts the result into
+the tensor's memory, bumps the version counter that every alias of that memory shares, and
+gives the tensor the twin's history; on a view, the history goes to the view's base and every
+alias sees the new values, on both backends (:mod:`pylucid.ops.views`). Safety, as in PyTorch:
 
-- on a leaf that requires grad, with grad mode on, it raises at once (its ``.grad`` would
-  describe values that no longer exist);
-- a node that saved the tensor before the change raises at backward time, naming itself
-  (the version counter moved);
+- on a leaf that requires grad (or a view of one), with grad mode on, it raises at once (its
+  ``.grad`` would describe values that no longer exist);
+- a node that saved the tensor, or an alias of its memory, before the change raises at
+  backward time, naming itself (the version counter moved);
 - the twin's own node keeps a private copy of the old values when its gradient needs them
-  (``mul_``, ``div_``), so ``x.mul_(y)`` is still differentiable.
+  (``mul_``, ``div_``), so ``x.mul_(y)`` is still differentiable;
+- the result keeps the tensor's dtype and shape: a result of a higher category (a float
+  into an int tensor) or a larger broadcast shape raises; a float64 result is stored into a
+  float32 tensor, as PyTorch casts;
+- every check runs before anything changes: a refused op leaves no trace.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from pylucid.dtypes import bool_, promote_types
+import numpy as np
+
+from pylucid.dtypes import bool_
 from pylucid.graph.grad_mode import is_grad_enabled, is_inference_mode_enabled
+from pylucid.ops import views
 from pylucid.ops.arithmetic import add, div, mul, sub
-from pylucid.ops.binary import where
+from pylucid.ops.binary import pow, where  # noqa: A004  (pylucid.pow, as torch.pow)
 from pylucid.ops.indexing import setitem
 from pylucid.ops.wrapping import TensorLike, dunder, is_number, tensor_method
 from pylucid.tensor import Tensor
 
-__all__ = ["add_", "copy_", "div_", "mul_", "sub_", "zero_"]
+__all__ = ["add_", "copy_", "div_", "mul_", "pow_", "sub_", "zero_"]
 
 
 def _check(op: str, x: Tensor) -> None:
-    if is_grad_enabled() and x.requires_grad and x.is_leaf:
-        raise RuntimeError(
-            f"{op}: x is a leaf tensor that requires grad (shape {x.shape}); an in-place "
-            f"change would make its gradient describe values that no longer exist. Do it "
-            f"under pylucid.no_grad() (e.g. a parameter update), or on a copy"
-        )
+    if is_grad_enabled() and x.requires_grad:
+        base = x if x._base is None or x._grad_depth <= 0 else x._grad_base
+        if base.is_leaf and base.requires_grad:
+            what = "a leaf tensor" if base is x else "a view of a leaf tensor"
+            raise RuntimeError(
+                f"{op}: x is {what} that requires grad (shape {base.shape}); an in-place "
+                f"change would make its gradient describe values that no longer exist. Do it "
+                f"under pylucid.no_grad() (e.g. a parameter update), or on a copy"
+            )
     if x._is_inference and not is_inference_mode_enabled():
         raise RuntimeError(f"{op}: x is an inference tensor; change it inside inference_mode")
-    if x._view_of is not None and x.grad_fn is not None:
-        raise RuntimeError(
-            f"{op}: x (shape {x.shape}) is a view (from {x.grad_fn.name}) of a tensor in a "
-            f"graph; the base tensor's history would not see the change: change a copy, or "
-            f"the base tensor"
-        )
+    views.check_writable(op, x)
 
 
 def _holders(node: object, x: Tensor) -> list[object]:
@@ -64,7 +69,7 @@ def _holders(node: object, x: Tensor) -> list[object]:
 
 def _commit(op: str, x: Tensor, compute: Callable[[], Tensor]) -> Tensor:
     """Run ``compute`` (the out-of-place twin on ``x``), then make its result ``x``'s value
-    and ``x`` its output in the graph; return ``x``."""
+    and give ``x`` (or its base) the history; return ``x``."""
     _check(op, x)
     result = compute()
     if result.shape != x.shape:
@@ -72,36 +77,41 @@ def _commit(op: str, x: Tensor, compute: Callable[[], Tensor]) -> Tensor:
             f"{op}: the result has shape {result.shape}, but the tensor has shape {x.shape}; "
             f"an in-place op cannot change the shape (the other operand broadcasts larger)"
         )
-    if promote_types(result.dtype, x.dtype) is not x.dtype:
+    if result.dtype.category > x.dtype.category:
         raise TypeError(
             f"{op}: the result is {result.dtype.name}, which cannot be stored in place into a "
-            f"{x.dtype.name} tensor"
+            f"{x.dtype.name} tensor (PyTorch's rule: floats do not go into integer tensors, "
+            f"numbers into bool ones); convert x first, e.g. x.to(pylucid.float32)"
+        )
+    node = result.grad_fn
+    if node is not None and x._base is not None and x._grad_depth < 0:
+        raise RuntimeError(
+            f"{op}: x (shape {x.shape}) is a view made under no_grad, and this in-place change "
+            f"in grad mode would have a gradient: whether the base should take it is "
+            f"ambiguous. Make the view and the change both inside no_grad, or both outside"
         )
     if result.dtype is not x.dtype:
         result = result.to(x.dtype)
-    node = result.grad_fn
+        node = result.grad_fn
     holders = _holders(node, x) if node is not None else []
     if holders:  # the twin's gradient needs x's old values: give it a private copy
         snapshot = Tensor._make(x._backend.clone(x._storage), x._backend, x.dtype)
         snapshot.grad_fn, snapshot._requires_grad = x.grad_fn, x.requires_grad
         for saved in holders:
             saved.rebind(x, snapshot)
-    stored = x._backend.write(x._storage, result._storage)
-    if stored is not x._storage and x._view_of is not None:
-        raise RuntimeError(
-            f"{op}: x is a view, and the {x.backend} backend cannot write through views "
-            f"(its arrays are immutable); change the base tensor instead"
-        )
-    x._storage = stored
+    views.write(x, result._storage)
     x._version.bump()
     if node is not None:
-        x.grad_fn, x._requires_grad = node, True
+        views.rebase(x, result)
     return x
 
 
 def _operand(op: str, value: object) -> TensorLike:
-    if not isinstance(value, Tensor) and not is_number(value):
-        raise TypeError(f"{op}: expected a Tensor or a Python number, got {type(value).__name__}")
+    if isinstance(value, (list, tuple)):
+        raise TypeError(
+            f"{op}: expected a Tensor, a NumPy array or a Python number, got a "
+            f"{type(value).__name__}; make it a tensor first (pylucid.tensor(...))"
+        )
     return value
 
 
@@ -130,6 +140,35 @@ def div_(x: Tensor, other: TensorLike) -> Tensor:
     return _commit("div_", x, lambda: div(x, _operand("div_", other)))
 
 
+@tensor_method
+def pow_(x: Tensor, exponent: TensorLike) -> Tensor:
+    """``x **= exponent`` in place; see :func:`pylucid.pow`."""
+    return _commit("pow_", x, lambda: pow(x, _operand("pow_", exponent)))
+
+
+def _augmented(in_place: Callable[[Tensor, TensorLike], Tensor]) -> Callable[..., object]:
+    """``x op= other`` as the in-place op, so ``w -= lr * w.grad`` changes ``w`` itself
+    (NotImplemented for an operand no op takes, so Python raises its usual TypeError)."""
+
+    def augmented(x: Tensor, other: object) -> object:
+        if not isinstance(other, (Tensor, np.ndarray)) and not is_number(other):
+            return NotImplemented
+        return in_place(x, other)
+
+    augmented.__doc__ = f"In place: see :func:`{in_place.__name__}`."
+    return augmented
+
+
+for _name, _in_place in (
+    ("__iadd__", add_),
+    ("__isub__", sub_),
+    ("__imul__", mul_),
+    ("__itruediv__", div_),
+    ("__ipow__", pow_),
+):
+    dunder(_name)(_augmented(_in_place))
+
+
 def _replace(x: Tensor, value: TensorLike) -> Tensor:
     """``value`` broadcast to ``x``: ``where(False, x, value)``, so the old values (even nan)
     get a zero gradient and ``value`` all of it."""
@@ -151,7 +190,7 @@ def copy_(x: Tensor, src: Tensor) -> Tensor:
     if not isinstance(src, Tensor):
         raise TypeError(f"copy_: expected a Tensor source, got {type(src).__name__}")
     moved = src.to(x.device) if src._backend is not x._backend else src
-    return _commit("copy_", x, lambda: _replace(x, moved))
+    return _commit("copy_", x, lambda: _replace(x, moved.to(x.dtype)))
 
 
 @dunder("__setitem__")

@@ -26,6 +26,7 @@ import numpy as np
 
 from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType
+from pylucid.ops import views
 from pylucid.ops.base import VARIADIC, Op, UnaryOp, broadcast_shapes
 from pylucid.ops.indexing import GetitemBackward, plan_index
 from pylucid.ops.schema import AmpPolicy, OpSchema
@@ -132,6 +133,10 @@ class TransposeBackward(UnaryOp):
     def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, dim0: int, dim1: int) -> Any:
         return be.transpose(a, _swap(len(shape), dim0, dim1))
 
+    @classmethod
+    def view_layout(cls, layout: np.ndarray, *, dim0: int, dim1: int) -> np.ndarray:
+        return np.transpose(layout, _swap(layout.ndim, dim0, dim1))
+
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.transpose(g, _swap(len(self.shape), self.dim0, self.dim1)),)
 
@@ -158,6 +163,10 @@ class PermuteBackward(UnaryOp):
     @staticmethod
     def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, dims: tuple[int, ...]) -> Any:
         return be.transpose(a, dims)
+
+    @classmethod
+    def view_layout(cls, layout: np.ndarray, *, dims: tuple[int, ...]) -> np.ndarray:
+        return np.transpose(layout, dims)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.transpose(g, _inverse(self.dims)),)
@@ -236,6 +245,18 @@ class ReshapeBackward(UnaryOp):
     @staticmethod
     def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, new_shape: Shape) -> Any:
         return be.reshape(a, shape)
+
+    @classmethod
+    def makes_view(cls, backend: Backend, x: Tensor, out: Any, *, new_shape: Shape) -> bool:
+        """A view where the strides allow (NumPy's rule; PyTorch's too), else a copy: on
+        numba the arrays say which it was; mlx has no strides of its own, so the layout of
+        ``x``'s view steps decides (:func:`pylucid.ops.views.reshape_is_view`)."""
+        aliases = backend.aliases(out, x._storage)
+        return views.reshape_is_view(x, new_shape) if aliases is None else aliases
+
+    @classmethod
+    def view_layout(cls, layout: np.ndarray, *, new_shape: Shape) -> np.ndarray:
+        return np.reshape(layout, new_shape, copy=False)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (self.backend.reshape(g, self.input_shapes[0]),)
@@ -355,6 +376,14 @@ class ExpandBackward(UnaryOp):
     @staticmethod
     def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, target: Shape) -> Any:
         return be.broadcast_to(a, shape)
+
+    @classmethod
+    def view_layout(cls, layout: np.ndarray, *, target: Shape) -> np.ndarray:
+        return np.broadcast_to(layout, target)
+
+    @classmethod
+    def view_overlaps(cls, shape: Shape, *, target: Shape) -> bool:
+        return math.prod(target) > math.prod(shape)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (g,)

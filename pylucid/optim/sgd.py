@@ -79,4 +79,4 @@ class SGD(Optimizer):
                 previous = self._velocity[i]
                 update = update if previous is None else self.momentum * previous + update
                 self._velocity[i] = update
-            p._set_storage((p.detach() - self.lr * update).to(p.dtype)._storage)
+            p.sub_(self.lr * update)  # in place: views and aliases of p see the step

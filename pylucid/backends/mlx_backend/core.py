@@ -95,6 +95,15 @@ class MLXCore:
     def clone(self, a: Any) -> Any:
         return a  # mx.array values are immutable: sharing one is safe.
 
+    def is_writable(self, a: Any) -> bool:
+        return True  # a tensor takes a new array; views are logical (pylucid.ops.views)
+
+    def aliases(self, out: Any, a: Any) -> None:
+        return None  # no views of MLX's own: pylucid.ops.views decides by the layout
+
+    def accumulate(self, dst: Any, src: Any) -> Any:
+        return self.mx.add(dst, src, stream=self._stream(self.dtype(dst)))
+
     def is_private(self, a: Any) -> bool:
         return True  # immutable: no one can change it under a tensor that takes it
 

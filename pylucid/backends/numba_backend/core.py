@@ -128,6 +128,18 @@ class NumbaCore:
     def clone(self, a: np.ndarray) -> np.ndarray:
         return np.array(a, copy=True)
 
+    def is_writable(self, a: np.ndarray) -> bool:
+        return bool(a.flags.writeable)
+
+    def aliases(self, out: np.ndarray, a: np.ndarray) -> bool:
+        return bool(np.may_share_memory(out, a))  # bounds only: a reshape copy never overlaps
+
+    def accumulate(self, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+        if not dst.flags.writeable:
+            return dst + src
+        with np.errstate(over="ignore", invalid="ignore"):  # inf + -inf is nan, silently
+            return np.add(dst, src, out=dst)
+
     def is_private(self, a: np.ndarray) -> bool:
         if not a.flags.writeable:
             return False

@@ -1,0 +1,333 @@
+"""In-place ops on aliases of one memory: views, detached tensors and their bases.
+
+The class of defect: an in-place change that does not reach every tensor sharing the memory -
+its values (mlx arrays are immutable, so every alias is recomputed) or its graph (a view's
+base must take the view's history, as PyTorch's CopySlices). Each program runs on both
+backends with the values and gradients PyTorch gives, written out; where torch is installed
+the same programs also run in torch and the results are compared.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import pylucid as pl
+from pylucid.graph.node import InplaceModifiedError
+
+try:
+    import torch
+except ImportError:  # the oracle is optional: pip install -e ".[peers]"
+    torch = None
+
+TORCH_REASON = 'torch is not installed (pip install -e ".[peers]"): nothing to compare with'
+
+
+def _slice_add(lib, zeros, w):
+    a = zeros(3)
+    a[0:2].add_(w)
+    return (a * a).sum() + w.sum()
+
+
+def _row_assign(lib, zeros, w):
+    a = zeros(2, 3)
+    row = a[0]
+    row[0:2] = w
+    return (a * a).sum() + w.sum()
+
+
+def _slice_copy(lib, zeros, w):
+    a = zeros(3)
+    a[0:2].copy_(w)
+    return (a * a).sum() + w.sum()
+
+
+def _overlapping_views(lib, zeros, w):
+    a = zeros(3)
+    first, second = a[0:2], a[1:3]
+    first.add_(w)  # second's grad_fn must be rebuilt from a's new history
+    return (second * second).sum()
+
+
+def _root_then_view(lib, zeros, w):
+    a = zeros(2)
+    view = a[0:1]
+    a.mul_(w)
+    a.add_(w)
+    return (view * view).sum() + a.sum()
+
+
+def _view_of_non_leaf(lib, zeros, w):
+    b = w * 2.0
+    b[0:1].mul_(3.0)
+    return (b * b).sum()
+
+
+def _transposed_view(lib, zeros, w):
+    a = zeros(2, 2)
+    a.T[0].add_(w)  # the first column of a
+    return (a * lib_arange(lib, a)).sum()
+
+
+def _augmented_index(lib, zeros, w):
+    a = zeros(3)
+    a[1:] += w * w
+    return (a * a).sum()
+
+
+def _view_of_view(lib, zeros, w):
+    a = zeros(2, 3)
+    inner = a[1][1:]
+    inner.mul_(0.0)
+    inner += w
+    return (a.sum(axis=1) * a.sum(axis=1)).sum()
+
+
+def lib_arange(lib, like):
+    """1, 2, ... in ``like``'s shape, in either library."""
+    values = np.arange(1.0, like.numel() + 1.0).reshape(like.shape)
+    if lib is pl:
+        return pl.tensor(values, dtype=like.dtype, device=like.device)
+    return torch.tensor(values, dtype=like.dtype)
+
+
+PROGRAMS = {
+    "slice_add": (_slice_add, [3.0, 5.0]),
+    "row_assign": (_row_assign, [3.0, 5.0]),
+    "slice_copy": (_slice_copy, [3.0, 5.0]),
+    "overlapping_views": (_overlapping_views, [0.0, 4.0]),
+    "root_then_view": (_root_then_view, [3.0, 1.0]),
+    "view_of_non_leaf": (_view_of_non_leaf, [72.0, 16.0]),
+    "transposed_view": (_transposed_view, [1.0, 3.0]),
+    "augmented_index": (_augmented_index, [4.0, 32.0]),
+    "view_of_view": (_view_of_view, [6.0, 6.0]),
+}
+
+
+def _run_pylucid(program: Callable, device: str) -> tuple[float, np.ndarray]:
+    w = pl.tensor([1.0, 2.0], dtype=pl.float64, device=device, requires_grad=True)
+
+    def zeros(*shape):
+        return pl.zeros(*shape, dtype=pl.float64, device=device)
+
+    loss = program(pl, zeros, w)
+    loss.backward()
+    return loss.item(), w.grad.numpy()
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_in_place_on_views_gives_the_base_the_history(name, device) -> None:
+    program, expected_grad = PROGRAMS[name]
+    value, grad = _run_pylucid(program, device)
+    np.testing.assert_array_equal(grad, expected_grad)
+    numba_value, numba_grad = _run_pylucid(program, "cpu")
+    assert value == numba_value
+    np.testing.assert_array_equal(grad, numba_grad)
+
+
+@pytest.mark.skipif(torch is None, reason=TORCH_REASON)
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_in_place_on_views_matches_torch(name, device) -> None:
+    program, _ = PROGRAMS[name]
+    value, grad = _run_pylucid(program, device)
+    w = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    loss = program(torch, lambda *s: torch.zeros(*s, dtype=torch.float64), w)
+    loss.backward()
+    assert value == loss.item()
+    np.testing.assert_array_equal(grad, w.grad.numpy())
+
+
+def test_a_view_takes_the_history_of_a_change_to_its_base(device) -> None:
+    a = pl.zeros(3, device=device)
+    view = a[0:2]
+    w = pl.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    a.add_(w)
+    assert view.requires_grad and view.grad_fn is not None
+    (view * view).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [2.0, 4.0, 0.0])
+
+
+def test_create_graph_through_an_in_place_change_of_a_view(device) -> None:
+    def fn(w):
+        a = pl.zeros(3, dtype=pl.float64, device=device)
+        a[1:].mul_(0.0)
+        a[1:] += w * w
+        return (a * a.exp()).sum()
+
+    w = pl.tensor([0.3, -0.7], dtype=pl.float64, device=device, requires_grad=True)
+    assert pl.graph.gradcheck(fn, [w])
+    assert pl.graph.gradgradcheck(fn, [w])
+
+
+# -- values reach every alias ------------------------------------------------------------------
+def test_a_change_to_the_base_reaches_its_views_and_detached_aliases(device) -> None:
+    a = pl.tensor([1.0, 2.0, 3.0], device=device)
+    view, detached, column = a[0:2], a.detach(), a.reshape(3, 1)[:, 0]
+    a.add_(10.0)
+    assert view.tolist() == [11.0, 12.0]
+    assert detached.tolist() == [11.0, 12.0, 13.0]
+    assert column.tolist() == [11.0, 12.0, 13.0]
+
+
+def test_a_change_to_a_view_reaches_the_base_and_the_other_views(device) -> None:
+    a = pl.tensor(np.arange(6.0).reshape(2, 3), device=device)
+    transposed, row, alias = a.T, a[1], a.detach()
+    transposed[2, 0] = -1.0  # a[0, 2]
+    row.mul_(2.0)
+    assert a.tolist() == [[0.0, 1.0, -1.0], [6.0, 8.0, 10.0]]
+    assert transposed.tolist() == [[0.0, 6.0], [1.0, 8.0], [-1.0, 10.0]]
+    assert alias.tolist() == a.tolist()
+    alias.zero_()
+    assert row.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_reshape_that_must_copy_is_not_a_view(device) -> None:
+    a = pl.tensor(np.arange(6.0).reshape(2, 3), device=device)
+    copied = a.T.reshape(6)  # no strides give the transpose in row-major order
+    copied.add_(100.0)
+    assert a.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    viewed = a.reshape(3, 2)
+    viewed.add_(1.0)
+    assert a.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+
+
+def test_a_change_to_a_view_is_seen_by_a_node_that_saved_the_base(device) -> None:
+    x = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    b = x * 1.0
+    y = b * b  # saves b
+    with pl.no_grad():
+        b[0:1].add_(1.0)
+    with pytest.raises(InplaceModifiedError, match="MulBackward"):
+        y.sum().backward()
+
+
+# -- refusals leave no trace -------------------------------------------------------------------
+def test_a_view_of_a_leaf_that_requires_grad_refuses(device) -> None:
+    w = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf tensor that requires grad"):
+        w[0:1].add_(1.0)
+    with pl.no_grad():
+        w[0:1].add_(1.0)
+    assert w.tolist() == [2.0, 2.0]
+
+
+def test_a_view_made_under_no_grad_refuses_a_change_with_a_gradient(device) -> None:
+    a = pl.zeros(3, device=device)
+    with pl.no_grad():
+        view = a[0:2]
+    w = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    version = a._version.value
+    with pytest.raises(RuntimeError, match="made under no_grad"):
+        view.add_(w)
+    assert a.tolist() == [0.0, 0.0, 0.0] and a._version.value == version
+    view.add_(1.0)  # no gradient involved: allowed
+    assert a.tolist() == [1.0, 1.0, 0.0]
+
+
+def test_an_expanded_view_refuses_before_changing_anything(device) -> None:
+    a = pl.tensor([1.0, 2.0], device=device)
+    expanded = a.expand(3, 2)
+    with pytest.raises(RuntimeError, match="expanded view"):
+        expanded.add_(1.0)
+    assert a.tolist() == [1.0, 2.0] and a._version.value == 0
+
+
+def test_a_read_only_array_refuses_before_changing_anything() -> None:
+    values = np.array([1.0, 2.0])
+    values.flags.writeable = False
+    x = pl.from_numpy(values)
+    with pytest.raises(RuntimeError, match="read-only"):
+        x.mul_(2.0)
+    assert x._version.value == 0
+
+
+# -- augmented assignment ----------------------------------------------------------------------
+def test_augmented_assignment_is_in_place(device) -> None:
+    w = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    same = w
+    for _ in range(3):
+        (w * w).sum().backward()
+        with pl.no_grad():
+            w -= 0.25 * w.grad
+        w.grad = None
+    assert w is same and w.is_leaf and w.requires_grad
+    np.testing.assert_allclose(w.numpy(), [0.125, 0.25])  # w * (1 - 0.5) ** 3
+    for op in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ipow__"):
+        x = pl.tensor([2.0, 4.0], device=device)
+        assert getattr(x, op)(2.0) is x
+
+
+def test_augmented_assignment_keeps_dtype_and_shape(device) -> None:
+    x = pl.tensor([1, 2], dtype=pl.int32, device=device)
+    with pytest.raises(TypeError, match="cannot be stored in place into a int32"):
+        x += 1.5
+    with pytest.raises(ValueError, match="cannot change the shape"):
+        y = pl.ones(2, device=device)
+        y += pl.ones(3, 2, device=device)
+    z = pl.ones(2, device=device)
+    z += pl.tensor([0.5, 1e-10], dtype=pl.float64, device=device)  # cast, as PyTorch
+    assert z.dtype is pl.float32 and z.tolist() == [1.5, 1.0]
+    z += pl.tensor(2.0, dtype=pl.float64, device=device)
+    assert z.tolist() == [3.5, 3.0]
+    w = pl.ones(2, device=device, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        w += 1.0
+    with pytest.raises(TypeError):
+        w += "a"
+
+
+# -- gradient buffers ------------------------------------------------------------------------
+def test_a_gradient_a_hook_saw_is_not_the_leaf_gradient(device) -> None:
+    x = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g))
+    (x * 3.0).sum().backward()
+    x.grad.zero_()
+    assert seen[0].tolist() == [3.0, 3.0]
+    kept = []
+
+    def replace(g):
+        kept.append(g * 2.0)
+        return kept[-1]
+
+    y = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    y.register_hook(replace)
+    (y * 3.0).sum().backward()
+    y.grad.zero_()
+    assert kept[0].tolist() == [6.0, 6.0]
+
+
+def test_a_hook_returning_a_wrong_shape_is_refused(device) -> None:
+    x = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    x.register_hook(lambda g: g.sum())
+    with pytest.raises(RuntimeError, match=r"returned a tensor of shape \(\)"):
+        (x * 3.0).sum().backward()
+
+
+def test_accumulation_into_an_existing_grad_is_in_place(device) -> None:
+    x = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    (x * 2.0).sum().backward()
+    first = x.grad
+    view = first[0:1]
+    (x * 3.0).sum().backward()
+    assert x.grad is first and first.tolist() == [5.0, 5.0] and view.tolist() == [5.0]
+
+
+def test_concurrent_backward_into_one_leaf_loses_no_update() -> None:
+    x = pl.ones(8, 1000)
+    w = pl.zeros(1000, 1000, requires_grad=True)
+    passes, threads = 40, 2
+
+    def run() -> None:
+        for _ in range(passes):
+            (x @ w).sum().backward()
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert np.all(w.grad.numpy() == 8.0 * passes * threads)
