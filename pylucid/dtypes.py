@@ -22,6 +22,8 @@ float64                                                    float64
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import ml_dtypes
 import numpy as np
 
@@ -37,6 +39,7 @@ __all__ = [
     "default_float",
     "as_dtype",
     "promote_types",
+    "promote_tiers",
     "result_type",
 ]
 
@@ -136,6 +139,36 @@ def promote_types(a: DType, b: DType) -> DType:
     if a.itemsize == b.itemsize and a is not b:  # float16 with bfloat16
         return float32
     return a if a.itemsize >= b.itemsize else b
+
+
+def _combine(higher: DType, lower: DType) -> DType:
+    """PyTorch's ``combine_categories``: the dtype of a ``higher`` tier (tensors with
+    dimensions over 0-d tensors, those over Python numbers) wins unless ``lower``'s category
+    is higher; then they promote (an int tensor with a 0-d float64 tensor is float64)."""
+    if higher.is_floating_point:
+        return higher
+    if higher is bool_ or lower.is_floating_point:
+        return promote_types(higher, lower)
+    return higher
+
+
+def promote_tiers(dtypes: Sequence[DType], tiers: Sequence[int]) -> DType:
+    """The result dtype of an op over operands of ``dtypes`` in three tiers, PyTorch's rule:
+    2 for tensors with dimensions, 1 for 0-d tensors, 0 for Python numbers (each with the
+    dtype of its category a number is lifted to). Within a tier the dtypes promote; a lower
+    tier counts only when its category is higher than every higher tier's, so
+    ``float16 tensor * 2.5`` is float16 and ``float32 tensor * 0-d float64`` float32."""
+    result: DType | None = None
+    for tier in (0, 1, 2):
+        group: DType | None = None
+        for dtype, t in zip(dtypes, tiers):
+            if t == tier:
+                group = dtype if group is None else promote_types(group, dtype)
+        if group is not None:
+            result = group if result is None else _combine(group, result)
+    if result is None:
+        raise ValueError("promote_tiers: no operands")
+    return result
 
 
 def scalar_category(value: object) -> int:

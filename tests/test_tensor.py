@@ -166,7 +166,7 @@ def test_operators_and_reflected_scalars(device: str) -> None:
 def test_operator_with_unsupported_type_is_type_error() -> None:
     with pytest.raises(TypeError):
         pl.tensor([1.0]) + "a"
-    with pytest.raises(TypeError, match="add: expected a Tensor or a Python number"):
+    with pytest.raises(TypeError, match="add: expected a Tensor, a NumPy array or a Python number"):
         pl.add(pl.tensor([1.0]), [1.0])
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from pylucid.backends.base import Backend, Shape
 from pylucid.backends.half import reads_half_natively
-from pylucid.dtypes import DType, default_float, promote_types
+from pylucid.dtypes import DType, default_float, float32, promote_tiers, promote_types
 from pylucid.graph.anomaly import creation_site, is_anomaly_enabled
 from pylucid.graph.grad_mode import is_grad_enabled
 from pylucid.graph.node import Node, SavedValues
@@ -82,6 +82,25 @@ def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> 
 _NATURAL_DTYPES: dict[tuple[type, tuple[DType, ...]], DType] = {}
 
 
+def _weakened(
+    labels: Sequence[str],
+    uncast: frozenset[str],
+    inputs: Sequence[Tensor],
+    dtypes: tuple[DType, ...],
+) -> tuple[DType, ...]:
+    """``dtypes`` with the dtype of each Python number and 0-d tensor among the promoted
+    inputs replaced by the result of PyTorch's promotion (:func:`promote_tiers`), so that
+    plain promotion of the tuple gives that result."""
+    promoted = [i for i, label in enumerate(labels) if label not in uncast]
+    tiers = [0 if inputs[i]._wrapped else 1 if not inputs[i]._shape else 2 for i in promoted]
+    result = promote_tiers([dtypes[i] for i in promoted], tiers)
+    weakened = list(dtypes)
+    for i, tier in zip(promoted, tiers):
+        if tier < 2:
+            weakened[i] = result
+    return tuple(weakened)
+
+
 class Op(Node):
     """Base of every op node. Subclasses declare ``schema_v1``, ``dispatch``, ``grad_formula``.
 
@@ -113,6 +132,11 @@ class Op(Node):
     #: (:meth:`~pylucid.tensor.Tensor._alias`: one version counter, and in-place changes to
     #: either reach the other; see :mod:`pylucid.ops.views`).
     returns_view: ClassVar[bool] = False
+    #: Python numbers and 0-d tensors among the inputs promote as PyTorch's do: they decide
+    #: the category, not the width (``float16 * 2.5`` is float16, ``float32 * 0-d float64``
+    #: float32), and with a half result they take part at float32 precision, the result
+    #: rounded once (``float16(0.853) * 70000.0`` is 59712, not inf).
+    weak_scalars: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -204,6 +228,9 @@ class Op(Node):
         )
         shape = cls.output_shape([t._shape for t in inputs], **params)
         dtypes = tuple([t._dtype for t in inputs])
+        weak = cls.weak_scalars and not all([t._shape for t in inputs])
+        if weak:
+            dtypes = _weakened(labels, cls.uncast_inputs, inputs, dtypes)
         if params:
             natural = cls.compute_dtype(dtypes, **params)
         else:  # a pure function of the class and the input dtypes: computed once per pair
@@ -211,6 +238,8 @@ class Op(Node):
             if natural is None:
                 natural = _NATURAL_DTYPES[cls, dtypes] = cls.compute_dtype(dtypes)
         dtype, result_dtype = resolve_dtypes(schema.amp_policy, natural)
+        if weak and dtype.is_half:  # a number takes part at float32 precision (opmath)
+            dtype = float32
         # FORCE_FP32 on half inputs, on a backend that reads halves natively: the inputs go
         # uncast and - outside autocast, unless the backward needs the float32 result - the
         # backend writes the half result itself (it computes a half dtype in float32 and
@@ -361,9 +390,11 @@ class UnaryOp(Op):
 
 
 class BinaryOp(Op):
-    """An elementwise op of tensors ``a`` and ``b`` with NumPy broadcasting."""
+    """An elementwise op of tensors ``a`` and ``b`` with NumPy broadcasting; numbers and 0-d
+    tensors among them promote weakly (:attr:`Op.weak_scalars`)."""
 
     input_names = ("a", "b")
+    weak_scalars = True
 
     @classmethod
     def output_shape(cls, shapes: Sequence[Shape], **params: Any) -> Shape:

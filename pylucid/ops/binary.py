@@ -289,6 +289,7 @@ class WhereBackward(Op):
     )
     input_names = ("condition", "a", "b")
     uncast_inputs = frozenset({"condition"})
+    weak_scalars = True
 
     @classmethod
     def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:

@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from pylucid.dtypes import result_type
+from pylucid.dtypes import as_dtype, bool_, float32, result_type
 from pylucid.ops.base import Op
 from pylucid.tensor import Tensor
 
 Number = bool | int | float
-TensorLike = Tensor | Number
+TensorLike = Tensor | Number | np.ndarray
 
 #: Tensor methods derived from the op wrappers, installed by :func:`install_tensor_methods`.
 TENSOR_METHODS: dict[str, Callable[..., Any]] = {}
@@ -66,21 +66,57 @@ def is_number(value: Any) -> bool:
 
 
 def lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
-    """``value`` as a tensor on ``like``'s backend; a number gets ``like``'s dtype category."""
+    """``value`` as a tensor on ``like``'s backend.
+
+    A NumPy array becomes a tensor of its dtype. A number becomes a 0-d tensor marked as a
+    number (``_wrapped``): in promotion it decides the category, not the width (it gets
+    ``like``'s dtype, or the default of a higher category, :func:`~pylucid.dtypes.result_type`),
+    and it is stored at float32 precision where that dtype is a half one, so that
+    ``float16(0.853) * 70000.0`` computes with 70000 (:attr:`Op.weak_scalars`).
+
+    Raises
+    ------
+    OverflowError
+        For a Python integer that the result's integer dtype cannot hold (PyTorch silently
+        wraps it around).
+    """
     if isinstance(value, Tensor):
         return value
+    if isinstance(value, np.ndarray):
+        try:
+            dtype = as_dtype(value.dtype)
+        except TypeError as exc:
+            raise TypeError(f"{op}: {name} is a NumPy array of unsupported dtype: {exc}") from None
+        return Tensor._make(like._backend.from_numpy(value, dtype), like._backend, dtype)
     if not is_number(value):
         raise TypeError(
-            f"{op}: expected a Tensor or a Python number for {name}, got {type(value).__name__}"
+            f"{op}: expected a Tensor, a NumPy array or a Python number for {name}, got "
+            f"{type(value).__name__}"
         )
     dtype = result_type(like.dtype, value)
-    return Tensor._make(like._backend.full((), value, dtype), like._backend, dtype)
+    stored = float32 if dtype.is_half else dtype
+    if not stored.is_floating_point and stored is not bool_:
+        limits = np.iinfo(stored.numpy)
+        if not limits.min <= int(value) <= limits.max:
+            raise OverflowError(
+                f"{op}: the Python integer {value} for {name} does not fit {stored.name}, the "
+                f"dtype of the result (range {limits.min}..{limits.max}); make the other "
+                f"operand a wider dtype first, e.g. x.to(pylucid.int64)"
+            )
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, as PyTorch gives
+        scalar = stored.numpy.type(value)
+    wrapped = Tensor._make(like._backend.full((), scalar, stored), like._backend, stored)
+    wrapped._wrapped = True
+    return wrapped
 
 
 def binary(op_class: type[Op], a: TensorLike, b: TensorLike) -> Tensor:
     name = op_class.schema_v1.name
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        raise TypeError(f"{name}: at least one operand must be a Tensor, got two numbers")
+        raise TypeError(
+            f"{name}: at least one operand must be a Tensor, got {type(a).__name__} and "
+            f"{type(b).__name__}"
+        )
     like = a if isinstance(a, Tensor) else b
     return op_class.apply(lift(name, "a", a, like), lift(name, "b", b, like))
 
@@ -157,7 +193,7 @@ def _reflected(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tens
 
 def _operator(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
     def operator(self: Tensor, other: Any) -> Any:
-        if not isinstance(other, Tensor) and not is_number(other):
+        if not isinstance(other, (Tensor, np.ndarray)) and not is_number(other):
             return NotImplemented
         return fn(self, other)
 
