@@ -79,7 +79,11 @@ def run_backward(
         The captured gradients by node (empty without ``capture``).
     """
     pending: dict[Node, Any] = {}
-    shared: set[int] = set()  # ids of gradient storages someone else may hold
+    # Ownership of gradient storages is decided here, and only here: a storage may become a
+    # leaf's .grad without a copy unless its id is in ``shared`` - a root's gradient (the
+    # caller's), one routed to several places, or one a hook saw or returned (the hook may
+    # keep it).
+    shared: set[int] = set()
     for node, g in roots:
         shared.add(id(g))
         pending[node] = pending[node] + g if node in pending else g
@@ -95,7 +99,9 @@ def run_backward(
             node = ready.pop()
             g = pending.pop(node, None)
             if g is not None and node.pre_hooks:
+                shared.add(id(g))
                 g = node.run_pre_hooks(g)
+                shared.add(id(g))
             if targets and node in targets:
                 captured[node] = g
             skip = g is None or (needed is not None and node not in needed)

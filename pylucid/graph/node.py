@@ -166,6 +166,12 @@ class Node:
         for hook in list(self.pre_hooks):
             replaced = hook(value)
             if replaced is not None:
+                if getattr(replaced, "shape", None) != value.shape:
+                    raise RuntimeError(
+                        f"a hook on the gradient into {self.name} returned "
+                        f"{_described(replaced)}; it must return None or a tensor of the "
+                        f"gradient's shape {value.shape}"
+                    )
                 value = replaced
         return value._storage if as_tensor else value
 
@@ -174,6 +180,11 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
+
+
+def _described(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    return f"a tensor of shape {shape}" if shape is not None else type(value).__name__
 
 
 class AccumulateGrad(Node):
