@@ -29,8 +29,9 @@ def _leaves(primals: Sequence[Any]) -> list[Any]:
     return [p.detach().requires_grad_() for p in primals]
 
 
-def _zeros_like(x: Tensor) -> Tensor:
-    return x._wrap_grad(x._backend.full(x.shape, 0.0, x.dtype))
+def _zeros_like(x: Tensor, shape: tuple[int, ...] | None = None) -> Tensor:
+    """Zeros with ``x``'s dtype and device, of ``x``'s shape or ``shape``."""
+    return x._wrap_grad(x._backend.full(x.shape if shape is None else shape, 0.0, x.dtype))
 
 
 def _unit(like: Tensor, index: int) -> Tensor:
@@ -118,8 +119,10 @@ def _jacobian(fn: Callable[..., Any], leaves: list[Any], create_graph: bool) -> 
         units = [_unit(flat, j)]
         for row, g in zip(rows, _grads([flat], leaves, units, create_graph, retain=not last)):
             row.append(g)
-    return [
-        stack(row).reshape(output.shape + leaf.shape) if row else _zeros_like(leaf)
+    return [  # an output without elements has an empty Jacobian, of the same shape rule
+        stack(row).reshape(output.shape + leaf.shape)
+        if row
+        else _zeros_like(leaf, output.shape + leaf.shape)
         for row, leaf in zip(rows, leaves)
     ]
 

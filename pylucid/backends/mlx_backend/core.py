@@ -71,6 +71,8 @@ class MLXCore:
     def from_numpy(self, array: np.ndarray, dtype: DType) -> Any:
         # The dtype must be explicit: mx.array(float64 ndarray) silently gives float32.
         # Contiguous: MLX refuses arrays with negative strides (a[::-1]).
+        if array.size == 0:  # MLX reductions read garbage from an array built on an empty
+            return self.mx.zeros(array.shape, dtype=self._mx_dtype(dtype))  # NumPy buffer
         contiguous = np.asarray(array, dtype=dtype.numpy, order="C")
         return self.mx.array(contiguous, dtype=self._mx_dtype(dtype))
 
