@@ -36,9 +36,11 @@ from pylucid.ops.activations import *  # noqa: F403
 from pylucid.ops.arithmetic import *  # noqa: F403
 from pylucid.ops.binary import *  # noqa: F403
 from pylucid.ops.comparison import *  # noqa: F403
+from pylucid.ops.conversion import clone  # noqa: F401  (listed in __all__ by _PUBLIC_OPS)
 from pylucid.ops.elementwise_math import *  # noqa: F403
 from pylucid.ops.indexing import *  # noqa: F403
 from pylucid.ops.linalg import *  # noqa: F403
+from pylucid.ops.logical import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.shape import *  # noqa: F403
 from pylucid.ops.softmax_family import *  # noqa: F403
@@ -54,7 +56,7 @@ _PUBLIC_OPS = [
     for family in _OP_FAMILIES
     for name in family.__all__
     if not name.endswith("Backward") and not name.startswith("to_")
-]
+]  # (the families include logical and conversion: pl.any, pl.clone)
 
 __all__ = [
     "DType",

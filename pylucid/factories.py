@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pylucid import backends
 from pylucid.backends.base import Backend
-from pylucid.dtypes import DType, as_dtype, default_float, float32, int64
+from pylucid.dtypes import DType, as_dtype, bool_, default_float, float32, int64
 from pylucid.tensor import Tensor
 
 __all__ = [
@@ -51,6 +52,82 @@ def _wrap(array: np.ndarray, dtype: DType, device: str | None, requires_grad: bo
     return Tensor._make(backend.from_numpy(array, dtype), backend, dtype, requires_grad)
 
 
+def _as_array(data: Any) -> np.ndarray:
+    """``data`` (a number or nested sequence) as a NumPy array, refusing what NumPy would
+    silently convert: tensors (stack them: a copy would drop their graph), objects, and
+    Python integers beyond int64 (which NumPy turns into float64 in a list)."""
+    if _holds_tensors(data):
+        raise TypeError(
+            "tensor: the data holds tensors; join them with pylucid.stack(tensors) (or "
+            "pylucid.concatenate), which keeps their gradients"
+        )
+    try:
+        array = np.asarray(data)
+    except ValueError as exc:  # ragged nested sequences
+        raise TypeError(f"tensor: cannot make a tensor from this data: {exc}") from None
+    if array.dtype == object or array.dtype.kind == "u" or array.dtype.kind == "f":
+        elements = np.asarray(data, dtype=object).reshape(-1) if array.dtype.kind != "f" else ()
+        if array.dtype.kind == "f" and isinstance(data, (list, tuple)):
+            elements = _integers_beyond_int64(data)
+        if len(elements) and all(isinstance(e, int) for e in elements):
+            big = max(elements, key=abs)
+            raise OverflowError(
+                f"tensor: the integer {big} does not fit int64, the widest integer dtype "
+                f"(range -2**63..2**63 - 1)"
+            )
+        if array.dtype == object:
+            kinds = sorted({type(e).__name__ for e in elements})
+            raise TypeError(
+                f"tensor: cannot make a tensor from data of dtype object (elements of type "
+                f"{', '.join(kinds)}); pylucid holds bool, integer and floating numbers"
+            )
+    return array
+
+
+def _holds_tensors(data: Any) -> bool:
+    """Whether a nested sequence holds tensors: at its top level, or first along its first
+    elements (a full walk would cost a Python step per number)."""
+    while isinstance(data, (list, tuple)):
+        if any(isinstance(e, Tensor) for e in data):
+            return True
+        data = data[0] if data else None
+    return False
+
+
+def _integers_beyond_int64(data: list | tuple) -> tuple[Any, ...]:
+    """The elements of ``data`` when they are all Python integers, one of them beyond
+    int64 (NumPy would store them as float64), else ()."""
+    try:
+        np.asarray(data, dtype=np.int64)
+    except ValueError:  # nan or inf: floats
+        return ()
+    except OverflowError:
+        elements = np.asarray(data, dtype=object).reshape(-1)
+        if all(isinstance(e, int) and not isinstance(e, bool) for e in elements):
+            return tuple(elements)
+    return ()
+
+
+def _converted(op: str, array: np.ndarray, dtype: DType) -> np.ndarray:
+    """A copy of ``array`` as ``dtype``, refusing values an integer dtype cannot hold (NumPy
+    would wrap them around); beyond a float dtype's range values become inf, as in
+    PyTorch."""
+    integer = not dtype.is_floating_point and dtype is not bool_
+    if integer and array.size and array.dtype.kind in "iufb":
+        limits = np.iinfo(dtype.numpy)
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise ValueError(f"{op}: nan and inf cannot be converted to {dtype.name}")
+        low, high = array.min(), array.max()
+        if low < limits.min or high > limits.max:
+            value = int(high) if high > limits.max else int(low)
+            raise OverflowError(
+                f"{op}: the value {value} does not fit {dtype.name} (range {limits.min}.."
+                f"{limits.max})"
+            )
+    with np.errstate(over="ignore"):
+        return np.array(array, dtype=dtype.numpy, copy=True)
+
+
 def tensor(
     data: Any,
     dtype: DType | Any | None = None,
@@ -70,16 +147,22 @@ def tensor(
         ``"cpu"``, ``"gpu"`` or a backend name.
     requires_grad : bool
         Track gradients (floating dtypes only).
+
+    Raises
+    ------
+    OverflowError
+        For an integer value the dtype cannot hold (NumPy and PyTorch wrap some around).
+    TypeError
+        For data that holds tensors (use :func:`pylucid.stack`) or other objects.
     """
     if isinstance(data, Tensor):
         array = data._backend.to_numpy(data._storage)
-    else:
-        try:
-            array = np.asarray(data)
-        except ValueError as exc:  # ragged nested sequences
-            raise TypeError(f"tensor: cannot make a tensor from this data: {exc}") from None
+    elif isinstance(data, (np.ndarray, np.generic)):
+        array = np.asarray(data)
         if array.dtype == object:
-            raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data")
+            raise TypeError("tensor: cannot make a tensor from a NumPy array of dtype object")
+    else:
+        array = _as_array(data)
     if dtype is None:
         if isinstance(data, (Tensor, np.ndarray, np.generic)):
             dtype = as_dtype(array.dtype)
@@ -90,7 +173,7 @@ def tensor(
         else:
             dtype = as_dtype(array.dtype)
     dtype = as_dtype(dtype)
-    return _wrap(np.array(array, dtype=dtype.numpy, copy=True), dtype, device, requires_grad)
+    return _wrap(_converted("tensor", array, dtype), dtype, device, requires_grad)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -113,7 +196,8 @@ def full(
     dtype = as_dtype(dtype) if dtype is not None else tensor(fill_value).dtype
     backend = _backend(device)
     shape = _shape((shape,) if isinstance(shape, int) else tuple(shape))
-    return Tensor._make(backend.full(shape, fill_value, dtype), backend, dtype, requires_grad)
+    value = _converted("full", np.asarray(fill_value), dtype)[()]
+    return Tensor._make(backend.full(shape, value, dtype), backend, dtype, requires_grad)
 
 
 def zeros(
@@ -195,8 +279,18 @@ def _random(kind: str, shape: tuple[Any, ...], dtype: Any, device: str | None, r
     if not dtype.is_floating_point:
         raise TypeError(f"{kind}: dtype must be floating, got {dtype.name}")
     shape = _shape(shape)
-    draw = _rng.random if kind == "rand" else _rng.standard_normal
-    return _wrap(draw(shape, dtype=dtype.numpy), dtype, device, rg)
+    if not dtype.is_half:
+        draw = _rng.random if kind == "rand" else _rng.standard_normal
+        return _wrap(draw(shape, dtype=dtype.numpy), dtype, device, rg)
+    # NumPy draws float32 and float64 only. A half rand takes the multiples of 2**-p below 1
+    # (p: the dtype's significand bits), each exact, so rounding never gives 1; a half randn
+    # rounds float32 draws.
+    if kind == "rand":
+        bits = ml_dtypes.finfo(dtype.numpy).nmant + 1  # NumPy's finfo knows no bfloat16
+        drawn = _rng.integers(0, 1 << bits, size=shape) * 2.0**-bits
+    else:
+        drawn = _rng.standard_normal(shape, dtype=np.float32)
+    return _wrap(drawn.astype(dtype.numpy), dtype, device, rg)
 
 
 def rand(

@@ -27,7 +27,7 @@ def test_registry_lists_builtin_backends() -> None:
     info = pl.backends.info()
     assert info["numba"]["device"] == "cpu"
     assert pl.backends.get("numba").name == "numba"
-    with pytest.raises(KeyError, match="no backend named 'tpu'.*numba"):
+    with pytest.raises(ValueError, match="no backend named 'tpu'.*numba"):
         pl.backends.get("tpu")
 
 

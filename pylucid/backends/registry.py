@@ -91,14 +91,16 @@ def get(name: str) -> Backend:
 
     Raises
     ------
-    KeyError
+    ValueError
         If no backend has that name (the message lists the registered ones).
     BackendUnavailableError
         If it is registered but cannot run here (the message says how to install it).
     """
     _load_entry_points()
     if name not in _BACKENDS:
-        raise KeyError(f"no backend named {name!r}; registered backends: {', '.join(names())}")
+        raise ValueError(
+            f"no backend named {name!r}; registered backends: {', '.join(names())}"
+        )
     backend = _BACKENDS[name]
     if not backend.is_available():
         raise BackendUnavailableError(backend.unavailable_reason())

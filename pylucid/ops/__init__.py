@@ -18,7 +18,9 @@ from pylucid.ops import (
     elementwise_math,
     indexing,
     inplace,
+    interop,  # noqa: F401  (installs NumPy's ufunc and array-function protocols)
     linalg,
+    logical,
     reduce,
     shape,
     softmax_family,
@@ -34,6 +36,7 @@ from pylucid.ops.elementwise_math import *  # noqa: F403
 from pylucid.ops.indexing import *  # noqa: F403
 from pylucid.ops.inplace import *  # noqa: F403
 from pylucid.ops.linalg import *  # noqa: F403
+from pylucid.ops.logical import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.schema import AmpPolicy, OpSchema, get_op, get_schema, list_ops
 from pylucid.ops.shape import *  # noqa: F403
@@ -57,6 +60,7 @@ FAMILIES = (
     indexing,
     inplace,
     conversion,
+    logical,
 )
 
 __all__ = [

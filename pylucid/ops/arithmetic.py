@@ -8,10 +8,11 @@ them over the broadcast dimensions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pylucid.backends.base import Backend, Shape
-from pylucid.dtypes import DType
+from pylucid.dtypes import DType, bool_
 from pylucid.ops.base import BinaryOp
 from pylucid.ops.schema import OpSchema
 from pylucid.ops.wrapping import TensorLike, binary, binary_operator, tensor_method
@@ -46,6 +47,16 @@ class SubBackward(BinaryOp):
     """
 
     schema_v1 = OpSchema(name="sub", input_arity=2)
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
+        if bool_ in dtypes:  # True - True is not a bool; NumPy and PyTorch refuse it too
+            raise TypeError(
+                "sub: the - operator with a bool tensor is not supported; for two masks use "
+                "mask ^ other (logical_xor), to subtract numbers convert first: "
+                "x.to(pylucid.int64)"
+            )
+        return super().compute_dtype(dtypes, **params)
 
     @staticmethod
     def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:

@@ -1,4 +1,4 @@
-"""Differentiable conversions: to another dtype, to another device."""
+"""Differentiable conversions and copies: to another dtype, to another device, clone."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType
 from pylucid.ops.base import UnaryOp
 from pylucid.ops.schema import AmpPolicy, OpSchema
+from pylucid.ops.wrapping import require_tensor, tensor_method
 from pylucid.tensor import Tensor
 
-__all__ = ["ToDeviceBackward", "ToDtypeBackward", "to_device", "to_dtype"]
+__all__ = ["CloneBackward", "ToDeviceBackward", "ToDtypeBackward", "clone", "to_device", "to_dtype"]
 
 
 class ToDtypeBackward(UnaryOp):
@@ -32,6 +33,26 @@ class ToDtypeBackward(UnaryOp):
     @staticmethod
     def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, target: DType) -> Any:
         return a  # Op.apply already cast the input to the compute dtype, ``target``.
+
+    def grad_formula(self, g: Any) -> tuple[Any]:
+        return (g,)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor]:
+        return (g,)
+
+
+class CloneBackward(UnaryOp):
+    r"""Autograd node for a copy :math:`y = x` that shares no memory with ``x``; saves
+    nothing.
+
+    .. math:: \frac{\partial L}{\partial x} = g
+    """
+
+    schema_v1 = OpSchema(name="clone", amp_policy=AmpPolicy.KEEP_INPUT)
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType) -> Any:
+        return be.clone(a)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (g,)
@@ -61,6 +82,14 @@ class ToDeviceBackward(UnaryOp):
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         return (g.to(self.backend.name),)
+
+
+@tensor_method
+def clone(x: Tensor) -> Tensor:
+    """A copy of ``x`` in new memory (differentiable): changing one in place leaves the other
+    as it was. See :class:`CloneBackward`."""
+    require_tensor("clone", "x", x)
+    return CloneBackward.apply(x)
 
 
 def to_dtype(x: Tensor, dtype: DType) -> Tensor:

@@ -412,7 +412,8 @@ def _arg_wrapper(op_class: type[Op]) -> Callable[..., Tensor]:
             )
         axes = normalize_axes(name, x, axis, dim)
         keep = bool(keepdims if keepdim is None else keepdim)
-        return op_class.apply(x, axis=None if chosen is None else axes[0], keepdims=keep)
+        axis = axes[0] if chosen is not None and axes else None  # () for a 0-d tensor
+        return op_class.apply(x, axis=axis, keepdims=keep)
 
     wrapper.__name__ = wrapper.__qualname__ = name
     wrapper.__doc__ = (

@@ -197,6 +197,15 @@ class NegBackward(UnaryOp):
 
     schema_v1 = OpSchema(name="neg", amp_policy=AmpPolicy.KEEP_INPUT)
 
+    @classmethod
+    def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
+        if dtypes[0] is bool_:  # NumPy and PyTorch refuse: -True is not a bool
+            raise TypeError(
+                "neg: the - operator on a bool tensor is not supported; to invert a mask use "
+                "~mask or logical_not, to negate numbers convert first: x.to(pylucid.int64)"
+            )
+        return dtypes[0]
+
     @staticmethod
     def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType) -> Any:
         return be.neg(a, shape, dtype)

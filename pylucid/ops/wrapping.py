@@ -143,15 +143,23 @@ def normalize_axes(
         axis = dim
     if axis is None:
         return tuple(range(x.ndim))
-    listed = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if isinstance(axis, (int, np.integer)):
+        listed = (axis,)
+    elif isinstance(axis, (tuple, list)):
+        listed = tuple(axis)
+    else:
+        raise TypeError(f"{op}: axis must be an int or a tuple of ints, got {axis!r}")
     axes = []
     for a in listed:
         if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
             raise TypeError(f"{op}: axes must be integers, got {a!r}")
+        if x.ndim == 0 and a in (0, -1):  # PyTorch: a 0-d tensor has one implicit axis
+            continue
         if not -x.ndim <= a < x.ndim:
+            valid = "0 and -1" if x.ndim == 0 else f"{-x.ndim}..{x.ndim - 1}"
             raise ValueError(
                 f"{op}: axis {a} is out of range for a tensor of {x.ndim} dimensions "
-                f"(shape {x.shape}); valid axes are {-x.ndim}..{x.ndim - 1}"
+                f"(shape {x.shape}); valid axes are {valid}"
             )
         axes.append(int(a) % x.ndim)
     if len(set(axes)) != len(axes):

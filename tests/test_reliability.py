@@ -1,0 +1,183 @@
+"""Edges where a result used to be silently wrong or an error unhelpful, each by its class:
+reductions of empty tensors, empty Jacobians, bool arithmetic, integers out of range, NumPy
+on either side of a tensor, copying and pickling, and the messages of common mistakes."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+import pylucid as pl
+
+EMPTY_SHAPES = [(0,), (3, 0), (0, 4), (2, 0, 3)]
+
+
+# -- reductions of no elements -----------------------------------------------------------------
+@pytest.mark.parametrize("shape", EMPTY_SHAPES, ids=str)
+@pytest.mark.parametrize(
+    ("op", "reference"),
+    [
+        ("sum", np.sum),
+        ("prod", np.prod),
+        ("mean", np.mean),
+        ("var", lambda a, axis: np.var(a, axis=axis, ddof=1)),
+        ("std", lambda a, axis: np.std(a, axis=axis, ddof=1)),
+        ("logsumexp", lambda a, axis: np.log(np.sum(np.exp(a), axis=axis))),
+    ],
+)
+def test_reductions_of_empty_tensors_give_the_identity(shape, op, reference, device) -> None:
+    """Over all axes and over each axis (mlx read garbage for arrays made from empty NumPy
+    buffers: 2e-309 for a sum)."""
+    values = np.zeros(shape)
+    x = pl.tensor(values, dtype=pl.float64, device=device)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's own mean-of-empty warning
+        for axis in [None, *range(len(shape))]:
+            expected = reference(values, axis=axis)
+            got = getattr(pl, op)(x, axis=axis)
+            np.testing.assert_array_equal(got.numpy(), expected)
+
+
+def test_jacobian_of_an_empty_output_has_the_output_and_input_shapes(device) -> None:
+    x = pl.ones(2, 3, dtype=pl.float64, device=device)
+    jacobian = pl.graph.jacobian(lambda t: t.reshape(1, 2, 3)[0:0].sum(axis=1), x)
+    assert jacobian.shape == (0, 3, 2, 3)
+
+
+# -- bool and integer arithmetic ---------------------------------------------------------------
+def test_bool_negation_and_subtraction_raise_as_in_numpy(device) -> None:
+    mask = pl.tensor([True, False], device=device)
+    with pytest.raises(TypeError, match="neg: the - operator on a bool tensor"):
+        pl.neg(mask)
+    with pytest.raises(TypeError, match="sub: the - operator with a bool tensor"):
+        mask - mask
+    assert (~mask).tolist() == [False, True]
+    assert (mask ^ mask).tolist() == [False, False]
+    assert (mask + mask).tolist() == [True, False] and (mask + mask).dtype is pl.bool
+
+
+def test_logical_ops_and_truth_reductions(device) -> None:
+    x = pl.tensor([[1.0, 0.0], [np.nan, -2.0]], device=device)
+    assert pl.logical_not(x).tolist() == [[False, True], [False, False]]
+    assert pl.logical_and(x, 1).tolist() == [[True, False], [True, True]]
+    assert pl.logical_or(x, pl.zeros(2, device=device)).tolist() == [[True, False], [True, True]]
+    assert x.any().item() and not x.all().item()
+    assert x.all(dim=1).tolist() == [False, True]
+    assert pl.any(x, axis=0, keepdims=True).shape == (1, 2)
+    assert pl.all(pl.ones(0, device=device)).item() and not pl.any(pl.ones(0, device=device)).item()
+    with pytest.raises(TypeError, match="bool tensors only"):
+        ~pl.tensor([1, 2], device=device)
+
+
+def test_integers_out_of_range_raise(device) -> None:
+    with pytest.raises(OverflowError, match="does not fit int64"):
+        pl.tensor(2**63, device=device)
+    with pytest.raises(OverflowError, match="does not fit int64"):
+        pl.tensor([1, 2**63], device=device)
+    with pytest.raises(OverflowError, match="2147483648 does not fit int32"):
+        pl.tensor(2**31, dtype=pl.int32, device=device)
+    with pytest.raises(OverflowError, match="does not fit int32"):
+        pl.full(3, 2**40, dtype=pl.int32, device=device)
+    with pytest.raises(ValueError, match="nan and inf cannot be converted to int64"):
+        pl.tensor([1.0, np.nan], dtype=pl.int64, device=device)
+    assert pl.tensor(2**63 - 1, device=device).item() == 2**63 - 1
+    assert pl.tensor([1.5, 2**63], device=device).dtype is pl.float32  # floats: as PyTorch
+
+
+def test_values_beyond_a_float_dtype_become_inf_without_a_warning(device) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert pl.tensor(1e40, device=device).item() == np.inf
+        assert pl.full(2, -1e40, device=device).tolist() == [-np.inf, -np.inf]
+        assert (pl.ones(1, dtype=pl.float16, device=device) * 1e40).item() == np.inf
+
+
+# -- NumPy on either side ----------------------------------------------------------------------
+def test_numpy_ufuncs_run_the_op_and_stay_in_the_graph(device) -> None:
+    t = pl.tensor([1.0, 4.0], device=device, requires_grad=True)
+    for result in (np.exp(t), np.sqrt(t), np.ones(2) + t, t - np.ones(2), np.maximum(t, 2.0)):
+        assert isinstance(result, pl.Tensor) and result.device == device
+    (np.exp(t) * np.ones(2)).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), np.exp([1.0, 4.0]), rtol=1e-6)
+
+
+def test_numpy_functions_and_other_ufuncs_give_numeric_arrays(device) -> None:
+    t = pl.tensor([1.5, 4.0], device=device)
+    for result in (np.floor(t), np.concatenate([t, t]), np.add.reduce(t), np.sum(t), np.asarray(t)):
+        assert np.asarray(result).dtype == np.float32
+    assert np.floor(t).tolist() == [1.0, 4.0] and np.sum(t) == 5.5
+    assert np.asarray(pl.tensor([1, 2], device=device), dtype=np.float64).dtype == np.float64
+
+
+# -- copies, pickles ---------------------------------------------------------------------------
+def test_leaves_pickle_and_deepcopy_with_their_dtype_device_and_requires_grad(device) -> None:
+    for dtype in (pl.float32, pl.float64, pl.float16, pl.bfloat16, pl.int32, pl.bool):
+        x = pl.tensor([1, 0, 1], dtype=dtype, device=device)
+        for copied in (pickle.loads(pickle.dumps(x)), copy.deepcopy(x)):
+            assert copied.dtype is dtype and copied.device == device
+            assert copied.tolist() == x.tolist() and copied is not x
+    w = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    (w * w).sum().backward()  # w is used in a graph: the weak reference to its node stays out
+    loaded = pickle.loads(pickle.dumps(w))
+    assert loaded.requires_grad and loaded.is_leaf and loaded.grad is None
+    duplicate = copy.deepcopy(w)
+    assert duplicate.grad.tolist() == [2.0, 4.0] and duplicate.grad is not w.grad
+    with pl.no_grad():
+        duplicate.add_(1.0)
+    assert w.tolist() == [1.0, 2.0]
+
+
+def test_a_non_leaf_pickles_its_values_and_refuses_deepcopy(device) -> None:
+    w = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    y = w * 3.0
+    loaded = pickle.loads(pickle.dumps(y))
+    assert loaded.tolist() == [3.0, 6.0] and loaded.is_leaf and loaded.requires_grad
+    with pytest.raises(RuntimeError, match="only leaf tensors .* MulBackward"):
+        copy.deepcopy(y)
+    assert copy.deepcopy(y.detach()).tolist() == [3.0, 6.0]
+
+
+def test_clone_is_a_differentiable_copy(device) -> None:
+    w = pl.tensor([1.0, 2.0], device=device, requires_grad=True)
+    c = w.clone()
+    (c * c).sum().backward()
+    assert w.grad.tolist() == [2.0, 4.0]
+    x = pl.tensor([1.0, 2.0], device=device)
+    y = x.clone()
+    y.add_(1.0)
+    assert x.tolist() == [1.0, 2.0]
+
+
+# -- messages of common mistakes ---------------------------------------------------------------
+def test_random_half_tensors(device) -> None:
+    pl.manual_seed(0)
+    for dtype in (pl.float16, pl.bfloat16):
+        u = pl.rand(1000, dtype=dtype, device=device).numpy().astype(np.float64)
+        assert u.min() >= 0.0 and u.max() < 1.0
+        assert pl.randn(10, dtype=dtype, device=device).dtype is dtype
+
+
+def test_reductions_of_a_zero_d_tensor_accept_axis_0_and_minus_1(device) -> None:
+    x = pl.tensor(2.0, device=device, requires_grad=True)
+    assert x.sum(axis=0).item() == 2.0 and x.mean(-1).item() == 2.0
+    assert pl.argmax(x, dim=0).item() == 0
+    with pytest.raises(ValueError, match="valid axes are 0 and -1"):
+        x.sum(axis=1)
+    with pytest.raises(TypeError, match=r"sum: axis must be an int or a tuple of ints, got 1.0"):
+        pl.ones(2, 2, device=device).sum(axis=1.0)
+
+
+def test_data_that_is_not_numbers_is_refused_by_name() -> None:
+    with pytest.raises(TypeError, match="dtype object"):
+        pl.tensor([object()])
+    with pytest.raises(TypeError, match="pylucid.stack"):
+        pl.tensor([pl.tensor(1.0), pl.tensor(2.0)])
+    with pytest.raises(ValueError, match="no backend named 'x'"):
+        pl.backends.get("x")
+    with pytest.raises(ValueError, match="ambiguous; use .any.. or .all.."):
+        bool(pl.ones(2))
+    assert bool(pl.ones(2).all())
