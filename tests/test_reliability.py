@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import copy
 import pickle
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -181,3 +184,24 @@ def test_data_that_is_not_numbers_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="ambiguous; use .any.. or .all.."):
         bool(pl.ones(2))
     assert bool(pl.ones(2).all())
+
+
+def test_anomaly_report_names_a_script_in_a_folder_called_pylucid(tmp_path: Path) -> None:
+    """Frames are left out by the package's directory, not by a "/pylucid/" substring."""
+    folder = tmp_path / "pylucid"
+    folder.mkdir()
+    script = folder / "train.py"
+    script.write_text(
+        "import pylucid as pl\n"
+        "x = pl.tensor([0.0], requires_grad=True)\n"
+        "with pl.graph.detect_anomaly():\n"
+        "    y = pl.log(x)  # the line the report must name\n"
+        "    try:\n"
+        "        (y * 0.0 + y).sum().backward()\n"
+        "    except pl.graph.anomaly.AnomalyError as error:\n"
+        "        print(error)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "train.py" in run.stdout and "the line the report must name" in run.stdout

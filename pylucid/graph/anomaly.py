@@ -3,9 +3,11 @@ its forward op was called."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import traceback
 from contextlib import ContextDecorator
+from pathlib import Path
 from typing import Any
 
 __all__ = ["AnomalyError", "detect_anomaly", "is_anomaly_enabled", "creation_site"]
@@ -47,11 +49,22 @@ class detect_anomaly(ContextDecorator):  # noqa: N801  (named like torch.autogra
         _local.enabled = self._previous.pop()
 
 
+#: The directory of the pylucid package: its frames are left out of creation sites (a user's
+#: own folder may be called "pylucid" too, so the path is compared, not a substring).
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=4096)
+def _in_package(filename: str) -> bool:
+    return Path(filename).resolve().is_relative_to(_PACKAGE)
+
+
 def creation_site() -> str | None:
-    """The caller's stack outside pylucid, as text, when anomaly detection is on."""
+    """The caller's stack outside the pylucid package, as text, when anomaly detection is
+    on."""
     if not is_anomaly_enabled():
         return None
-    frames = [f for f in traceback.extract_stack()[:-1] if "/pylucid/" not in f.filename]
+    frames = [f for f in traceback.extract_stack()[:-1] if not _in_package(f.filename)]
     return "".join(traceback.format_list(frames[-3:]))
 
 
