@@ -132,10 +132,17 @@ def test_entry_point_backends_are_loaded(monkeypatch: pytest.MonkeyPatch) -> Non
     assert pl.zeros(2, device="toy-device").backend == "toy"
 
 
+def _protocol_attributes() -> set[str]:
+    """The data attributes the protocol declares (``name``, ``device``...), not primitives."""
+    from pylucid.backends import base
+
+    return set(base.Backend.__annotations__)
+
+
 def _declared_primitives() -> set[str]:
     from pylucid.backends import base
 
-    declared = {n for n in vars(base.Backend) if not n.startswith("_")} - {"name", "device"}
+    declared = {n for n in vars(base.Backend) if not n.startswith("_")} - _protocol_attributes()
     declared |= set(base.POINTWISE)
     declared |= {
         f"{n}_backward" for n in base.POINTWISE if n not in base.POINTWISE_WITHOUT_BACKWARD
@@ -145,9 +152,8 @@ def _declared_primitives() -> set[str]:
 
 @pytest.mark.parametrize("backend_class", [pl.backends.NumbaBackend, MLXBackend])
 def test_backends_implement_exactly_the_protocol(backend_class: type) -> None:
-    implemented = {
-        n for n in dir(backend_class) if not n.startswith("_") and n not in ("name", "device", "mx")
-    }
+    attributes = {*_protocol_attributes(), "mx"}
+    implemented = {n for n in dir(backend_class) if not n.startswith("_") and n not in attributes}
     declared = _declared_primitives()
     assert declared - implemented == set(), "declared in the protocol but not implemented"
     assert implemented - declared == set(), "implemented but not declared in the protocol"

@@ -205,3 +205,14 @@ def test_anomaly_report_names_a_script_in_a_folder_called_pylucid(tmp_path: Path
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
     )
     assert "train.py" in run.stdout and "the line the report must name" in run.stdout
+
+
+@pytest.mark.skipif("mlx" not in pl.backends.available(), reason="mlx is not installed")
+def test_mlx_allocations_that_cannot_fit_raise_before_mlx_sees_them() -> None:
+    """MLX allocates lazily and crashes the interpreter (SIGSEGV) when it cannot."""
+    with pytest.raises(MemoryError, match=r"full: an array of shape \(1000000, 1000000\)"):
+        pl.zeros(10**6, 10**6, device="gpu")
+    column, row = pl.ones(10**5, 1, device="gpu"), pl.ones(1, 10**5, device="gpu")
+    with pytest.raises(MemoryError, match="mul: .* more than the mlx backend can hold"):
+        column * row
+    assert column.expand(10**5, 10**5).shape == (10**5, 10**5)  # a view: nothing allocated

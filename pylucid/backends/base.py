@@ -47,10 +47,15 @@ class Backend(Protocol):
         Registry key (``"numba"``, ``"mlx"``).
     device : str
         The device tensors on this backend report (``"cpu"``, ``"gpu"``).
+    allocates_lazily : bool
+        Whether arrays are allocated only when a lazy graph is evaluated (mlx).
     """
 
     name: str
     device: str
+    #: Arrays are allocated when a lazy graph is evaluated (mlx), where a failed allocation
+    #: cannot be an exception: ops ask :meth:`check_allocation` first.
+    allocates_lazily: bool
 
     # -- availability and conversion -------------------------------------------------------
     def is_available(self) -> bool:
@@ -87,6 +92,10 @@ class Backend(Protocol):
         """Put ``src``'s values (same shape and dtype) into ``dst`` in place where the
         storage is mutable; return the storage that now holds them (``dst``, or ``src``
         where arrays are immutable)."""
+
+    def check_allocation(self, op: str, shape: Shape, dtype: DType) -> None:
+        """Raise MemoryError, naming ``op``, if an array of ``shape`` and ``dtype`` cannot
+        fit in the memory the backend may use (backends that ``allocates_lazily``)."""
 
     def is_writable(self, a: Storage) -> bool:
         """Whether ``a`` may be changed in place (not a read-only or broadcast array)."""

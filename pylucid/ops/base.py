@@ -240,6 +240,9 @@ class Op(Node):
         dtype, result_dtype = resolve_dtypes(schema.amp_policy, natural)
         if weak and dtype.is_half:  # a number takes part at float32 precision (opmath)
             dtype = float32
+        target = cls.result_backend(backend, **params) if params else backend
+        if target.allocates_lazily and not cls.returns_view:  # views allocate nothing
+            target.check_allocation(schema.name, shape, dtype)  # MLX dies where it would fail
         # FORCE_FP32 on half inputs, on a backend that reads halves natively: the inputs go
         # uncast and - outside autocast, unless the backward needs the float32 result - the
         # backend writes the half result itself (it computes a half dtype in float32 and
@@ -261,7 +264,7 @@ class Op(Node):
         result_storage = (
             out if result_dtype is cls.result_dtype(run_dtype) else backend.cast(out, result_dtype)
         )
-        result = Tensor._make(result_storage, cls.result_backend(backend, **params), result_dtype)
+        result = Tensor._make(result_storage, target, result_dtype)
         if (
             schema.differentiable
             and result.dtype.is_floating_point

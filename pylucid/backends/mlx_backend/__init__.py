@@ -16,6 +16,7 @@ class MLXBackend(MLXCore, MLXElementwise, MLXBinary, MLXReduction, MLXLinalg, ML
 
     name = "mlx"
     device = "gpu"
+    allocates_lazily = True
 
 
 __all__ = ["MLXBackend"]

@@ -8,6 +8,7 @@ which. MLX computes float64 only on its CPU stream, so float64 work is sent ther
 from __future__ import annotations
 
 import importlib
+import math
 import platform
 from functools import cached_property
 from typing import Any
@@ -18,6 +19,9 @@ from pylucid.backends.base import Axes, Shape
 from pylucid.dtypes import DType, as_dtype, bfloat16, float64
 
 LN2 = 0.69314718055994530942
+#: Arrays from this size on are checked against MLX's memory limit (smaller ones cannot
+#: exhaust it alone, and the check costs two calls into MLX).
+_CHECKED_FROM = 1 << 28
 
 _INSTALL_HINT = (
     'the mlx backend needs MLX: pip install "pylucid[mlx]" '
@@ -88,6 +92,7 @@ class MLXCore:
         return as_dtype(str(storage.dtype).rsplit(".", 1)[-1])
 
     def full(self, shape: Shape, value: float, dtype: DType) -> Any:
+        self.check_allocation("full", shape, dtype)
         return self.mx.full(shape, value, dtype=self._mx_dtype(dtype), stream=self._stream(dtype))
 
     def cast(self, a: Any, dtype: DType) -> Any:
@@ -96,6 +101,22 @@ class MLXCore:
 
     def clone(self, a: Any) -> Any:
         return a  # mx.array values are immutable: sharing one is safe.
+
+    def check_allocation(self, op: str, shape: Shape, dtype: DType) -> None:
+        """MLX allocates when it evaluates, and an allocation it cannot make there kills the
+        process: refuse an array larger than MLX's memory limit less what it holds now."""
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes < _CHECKED_FROM:
+            return
+        mx = self.mx
+        limit, used = mx.get_memory_limit(), mx.get_active_memory()
+        if nbytes > limit - used:
+            raise MemoryError(
+                f"{op}: an array of shape {tuple(shape)} in {dtype.name} needs "
+                f"{nbytes / 2**30:.1f} GiB, more than the mlx backend can hold: MLX's memory "
+                f"limit is {limit / 2**30:.1f} GiB and {used / 2**30:.1f} GiB are in use "
+                f"(mlx.core.set_memory_limit changes the limit)"
+            )
 
     def is_writable(self, a: Any) -> bool:
         return True  # a tensor takes a new array; views are logical (pylucid.ops.views)

@@ -48,6 +48,7 @@ class NumbaBackend(
 
     name = "numba"
     device = "cpu"
+    allocates_lazily = False  # NumPy raises MemoryError when an allocation fails
 
 
 __all__ = ["NumbaBackend"]

@@ -128,6 +128,9 @@ class NumbaCore:
     def clone(self, a: np.ndarray) -> np.ndarray:
         return np.array(a, copy=True)
 
+    def check_allocation(self, op: str, shape: Shape, dtype: DType) -> None:
+        """Nothing to check: NumPy allocates at once and raises MemoryError itself."""
+
     def is_writable(self, a: np.ndarray) -> bool:
         return bool(a.flags.writeable)
 
