@@ -9,7 +9,6 @@ the same programs also run in torch and the results are compared.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -314,20 +313,3 @@ def test_accumulation_into_an_existing_grad_is_in_place(device) -> None:
     view = first[0:1]
     (x * 3.0).sum().backward()
     assert x.grad is first and first.tolist() == [5.0, 5.0] and view.tolist() == [5.0]
-
-
-def test_concurrent_backward_into_one_leaf_loses_no_update() -> None:
-    x = pl.ones(8, 1000)
-    w = pl.zeros(1000, 1000, requires_grad=True)
-    passes, threads = 40, 2
-
-    def run() -> None:
-        for _ in range(passes):
-            (x @ w).sum().backward()
-
-    workers = [threading.Thread(target=run) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    assert np.all(w.grad.numpy() == 8.0 * passes * threads)
