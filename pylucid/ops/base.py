@@ -82,23 +82,28 @@ def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> 
 _NATURAL_DTYPES: dict[tuple[type, tuple[DType, ...]], DType] = {}
 
 
+#: (op class, input dtypes, tiers) -> the dtypes :func:`_weakened` gives.
+_WEAKENED: dict[tuple[type, tuple[DType, ...], tuple[int, ...]], tuple[DType, ...]] = {}
+
+
 def _weakened(
-    labels: Sequence[str],
-    uncast: frozenset[str],
-    inputs: Sequence[Tensor],
-    dtypes: tuple[DType, ...],
+    cls: type[Op], inputs: Sequence[Tensor], dtypes: tuple[DType, ...]
 ) -> tuple[DType, ...]:
     """``dtypes`` with the dtype of each Python number and 0-d tensor among the promoted
     inputs replaced by the result of PyTorch's promotion (:func:`promote_tiers`), so that
-    plain promotion of the tuple gives that result."""
-    promoted = [i for i, label in enumerate(labels) if label not in uncast]
-    tiers = [0 if inputs[i]._wrapped else 1 if not inputs[i]._shape else 2 for i in promoted]
-    result = promote_tiers([dtypes[i] for i in promoted], tiers)
-    weakened = list(dtypes)
-    for i, tier in zip(promoted, tiers):
-        if tier < 2:
-            weakened[i] = result
-    return tuple(weakened)
+    plain promotion of the tuple gives that result; computed once per combination."""
+    tiers = tuple([0 if t._wrapped else 2 if t._shape else 1 for t in inputs])
+    key = (cls, dtypes, tiers)
+    weakened = _WEAKENED.get(key)
+    if weakened is None:
+        labels = cls.input_labels(len(inputs))
+        promoted = [i for i, label in enumerate(labels) if label not in cls.uncast_inputs]
+        result = promote_tiers([dtypes[i] for i in promoted], [tiers[i] for i in promoted])
+        weakened = tuple(
+            result if i in promoted and tiers[i] < 2 else dtype for i, dtype in enumerate(dtypes)
+        )
+        _WEAKENED[key] = weakened
+    return weakened
 
 
 class Op(Node):
@@ -230,7 +235,7 @@ class Op(Node):
         dtypes = tuple([t._dtype for t in inputs])
         weak = cls.weak_scalars and not all([t._shape for t in inputs])
         if weak:
-            dtypes = _weakened(labels, cls.uncast_inputs, inputs, dtypes)
+            dtypes = _weakened(cls, inputs, dtypes)
         if params:
             natural = cls.compute_dtype(dtypes, **params)
         else:  # a pure function of the class and the input dtypes: computed once per pair

@@ -7,12 +7,13 @@ where PyTorch has a method of that name."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from pylucid.dtypes import as_dtype, bool_, float32, result_type
+from pylucid.dtypes import DType, as_dtype, bool_, float32, int32, int64, result_type
 from pylucid.ops.base import Op
 from pylucid.tensor import Tensor
 
@@ -93,21 +94,40 @@ def lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
             f"{op}: expected a Tensor, a NumPy array or a Python number for {name}, got "
             f"{type(value).__name__}"
         )
-    dtype = result_type(like.dtype, value)
-    stored = float32 if dtype.is_half else dtype
-    if not stored.is_floating_point and stored is not bool_:
-        limits = np.iinfo(stored.numpy)
-        if not limits.min <= int(value) <= limits.max:
+    dtype, stored = _lifted_dtypes(like.dtype, type(value))
+    if stored.is_floating_point:
+        if stored is float32 and abs(value) > _FLOAT32_MAX:  # (False for nan)
+            value = math.copysign(math.inf, value)  # beyond float32: inf, as PyTorch gives
+    elif stored is not bool_:
+        low, high = _INTEGER_RANGES[stored]
+        if not low <= value <= high:
             raise OverflowError(
                 f"{op}: the Python integer {value} for {name} does not fit {stored.name}, the "
-                f"dtype of the result (range {limits.min}..{limits.max}); make the other "
-                f"operand a wider dtype first, e.g. x.to(pylucid.int64)"
+                f"dtype of the result (range {low}..{high}); make the other operand a wider "
+                f"dtype first, e.g. x.to(pylucid.int64)"
             )
-    with np.errstate(over="ignore"):  # beyond float32's range: inf, as PyTorch gives
-        scalar = stored.numpy.type(value)
-    wrapped = Tensor._make(like._backend.full((), scalar, stored), like._backend, stored)
+    wrapped = Tensor._make(like._backend.full((), value, stored), like._backend, stored)
     wrapped._wrapped = True
     return wrapped
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_INTEGER_RANGES = {
+    d: (int(np.iinfo(d.numpy).min), int(np.iinfo(d.numpy).max)) for d in (int32, int64)
+}
+#: (tensor dtype, number type) -> (the result's dtype, the dtype the number is stored in).
+_LIFTED: dict[tuple[DType, type], tuple[DType, DType]] = {}
+
+
+def _lifted_dtypes(like: DType, number: type) -> tuple[DType, DType]:
+    """For a number of type ``number`` against a tensor of dtype ``like``: the result's
+    dtype (the number decides the category only) and the dtype that stores the number at
+    the op's precision (float32 for a half result)."""
+    found = _LIFTED.get((like, number))
+    if found is None:
+        dtype = result_type(like, number(1))
+        found = _LIFTED[like, number] = (dtype, float32 if dtype.is_half else dtype)
+    return found
 
 
 def binary(op_class: type[Op], a: TensorLike, b: TensorLike) -> Tensor:
