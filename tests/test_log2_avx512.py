@@ -10,6 +10,11 @@ log2 for float64 ones (~1e-19 relative, under 1e-3 float64 ULP).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -17,7 +22,8 @@ import pylucid as pl
 from pylucid.kernels import log2_avx512 as kernel
 from pylucid.kernels.loops import PARALLEL_THRESHOLD_HEAVY
 
-pytestmark = pytest.mark.skipif(
+#: The tests that run the kernels; the typing test compiles them on any CPU.
+needs_avx512 = pytest.mark.skipif(
     not kernel.AVAILABLE, reason="needs AVX-512F and DQ, which Numba's target CPU lacks"
 )
 
@@ -53,6 +59,7 @@ def check(x: np.ndarray, y: np.ndarray) -> None:
     assert not np.signbit(y[x == 1]).any()  # log2(1) = +0
 
 
+@needs_avx512
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_accuracy_on_random_bit_patterns(rng: np.random.Generator, dtype) -> None:
     info, bits = np.finfo(dtype), BITS[dtype]
@@ -62,6 +69,7 @@ def test_accuracy_on_random_bit_patterns(rng: np.random.Generator, dtype) -> Non
     check(x, kernel.log2(x))
 
 
+@needs_avx512
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_accuracy_near_one_and_at_table_edges(rng: np.random.Generator, dtype) -> None:
     """|log2 x| is small near 1: the relative error of the tail matters most there; and the
@@ -77,6 +85,7 @@ def test_accuracy_near_one_and_at_table_edges(rng: np.random.Generator, dtype) -
     check(x, kernel.log2(x))
 
 
+@needs_avx512
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_powers_of_two_are_exact(dtype) -> None:
     info = np.finfo(dtype)
@@ -85,6 +94,7 @@ def test_powers_of_two_are_exact(dtype) -> None:
     np.testing.assert_array_equal(kernel.log2(x), exponents.astype(dtype))
 
 
+@needs_avx512
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "size", [0, 1, 7, 15, 16, 17, kernel.CHUNK - 1, kernel.CHUNK, kernel.CHUNK + 17, 3 * 4096 + 5]
@@ -104,6 +114,7 @@ def test_specials_anywhere_in_a_chunk(
     check(x, kernel.log2(x))
 
 
+@needs_avx512
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_serial_and_parallel_loops_agree(rng: np.random.Generator, dtype) -> None:
     x = np.exp(rng.uniform(-80, 80, 4 * PARALLEL_THRESHOLD_HEAVY + 7)).astype(dtype)
@@ -115,6 +126,7 @@ def test_serial_and_parallel_loops_agree(rng: np.random.Generator, dtype) -> Non
     check(x, parallel)
 
 
+@needs_avx512
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_numba_backend_runs_it(rng: np.random.Generator, dtype) -> None:
     x = rng.uniform(0.5, 2.0, (300, 7)).astype(dtype)
@@ -124,6 +136,7 @@ def test_numba_backend_runs_it(rng: np.random.Generator, dtype) -> None:
     np.testing.assert_array_equal(transposed, kernel.log2(x))
 
 
+@needs_avx512
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("offset", [0, 1, 3])
 def test_streaming_stores_with_any_output_alignment(
@@ -141,3 +154,47 @@ def test_streaming_stores_with_any_output_alignment(
     kernel._parallel(x, expected)
     np.testing.assert_array_equal(out, expected)
     check(x, out)
+
+
+@needs_avx512
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_read_only_and_broadcast_inputs(dtype) -> None:
+    """A read-only input (``from_numpy`` of a locked array, an ``expand`` view) is typed
+    like a writable one; the output is a new, writable array."""
+    x = np.array([1.0, 2.0, 0.0, 8.0, 3.0], dtype)
+    locked = x.copy()
+    locked.flags.writeable = False
+    tensor_dtype = pl.float32 if dtype is np.float32 else pl.float64
+    np.testing.assert_array_equal(pl.log2(pl.from_numpy(locked)).numpy(), kernel.log2(x))
+    expanded = pl.log2(pl.tensor(x[:2], dtype=tensor_dtype).expand(2)).numpy()
+    np.testing.assert_array_equal(expanded, kernel.log2(x[:2]))
+
+
+#: Compiles (never runs: no AVX-512 needed) the loops for read-only inputs, with Numba
+#: targeting an AVX-512 CPU.
+_TYPING_SCRIPT = """
+from numba import types
+from pylucid.kernels import log2_avx512 as kernel
+assert kernel.AVAILABLE
+for dtype in (types.float32, types.float64):
+    signature = (types.Array(dtype, 1, "C", readonly=True), types.Array(dtype, 1, "C"))
+    for loop in (kernel._serial, kernel._parallel, kernel._parallel_streaming):
+        loop.compile(signature)
+        assert signature in loop.signatures
+"""
+
+
+def test_read_only_inputs_type_check_on_any_cpu(tmp_path: Path) -> None:
+    """Each loop compiles for a read-only input of each format. Run in a process whose Numba
+    targets Skylake-AVX512, with its own cache directory (its code must not reach the
+    shared cache), calling nothing."""
+    env = dict(
+        os.environ,
+        NUMBA_CPU_NAME="skylake-avx512",
+        NUMBA_CPU_FEATURES="+avx512f,+avx512dq",
+        NUMBA_CACHE_DIR=str(tmp_path),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", _TYPING_SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -13,11 +13,12 @@ import numba
 import numpy as np
 
 from pylucid.bench.timing import TimerConfig, measure
+from pylucid.kernels.jit import njit
 
 __all__ = ["copy_bandwidth", "parallel_copy"]
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@njit(parallel=True, cache=True, nogil=True)
 def parallel_copy(src: np.ndarray, dst: np.ndarray) -> None:
     """``dst[:] = src`` for flat arrays, split across Numba's threads."""
     for i in numba.prange(src.size):

@@ -56,6 +56,7 @@ from numba.core.extending import intrinsic, overload
 
 from pylucid import memory
 from pylucid.kernels import simd_math
+from pylucid.kernels.jit import njit
 from pylucid.kernels.loops import PARALLEL_THRESHOLD_HEAVY, ElementwiseKernel
 
 __all__ = ["AVAILABLE", "CHUNK", "FLOAT32", "FLOAT64", "Log2Kernel", "log2"]
@@ -279,8 +280,13 @@ def _log2_normal(v: _Vectors, builder, ix, exponent_adjust=None):
 
 
 def _format_of(x, out) -> Format | None:
-    """The format of a pair of 1-d C arrays of one float dtype, else None (no typing)."""
-    if not (isinstance(x, types.Array) and x == out and x.ndim == 1 and x.layout == "C"):
+    """The format of a pair of 1-d C arrays of one float dtype, the output writable, else
+    None (no typing). The input may be read-only: its type then differs from the output's
+    only by mutability, so the two are compared field by field, not as types."""
+    arrays = isinstance(x, types.Array) and isinstance(out, types.Array)
+    if not (arrays and out.mutable and x.dtype == out.dtype):
+        return None
+    if not (x.ndim == out.ndim == 1 and x.layout == out.layout == "C"):
         return None
     return _FORMATS.get(x.dtype)
 
@@ -392,26 +398,26 @@ def _make_chunk(streaming: bool):
         for i in range(start + blocks * lanes, stop):
             out[i] = simd_math.log2(x[i])
 
-    return numba.njit(**_JIT)(chunk)
+    return njit(**_JIT)(chunk)
 
 
 _chunk = _make_chunk(False)
 _chunk_streaming = _make_chunk(True)
 
 
-@numba.njit(**_JIT)
+@njit(**_JIT)
 def _serial(x, out):
     for c in range((x.size + CHUNK - 1) // CHUNK):
         _chunk(x, out, c * CHUNK, min(x.size, (c + 1) * CHUNK))
 
 
-@numba.njit(parallel=True, **_JIT)
+@njit(parallel=True, **_JIT)
 def _parallel(x, out):
     for c in numba.prange((x.size + CHUNK - 1) // CHUNK):
         _chunk(x, out, c * CHUNK, min(x.size, (c + 1) * CHUNK))
 
 
-@numba.njit(parallel=True, **_JIT)
+@njit(parallel=True, **_JIT)
 def _parallel_streaming(x, out):
     """:func:`_parallel` with streaming stores; ``out`` must be 64-byte aligned."""
     for c in numba.prange((x.size + CHUNK - 1) // CHUNK):

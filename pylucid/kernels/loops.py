@@ -33,6 +33,7 @@ from numba.extending import overload, register_jitable
 
 from pylucid import memory
 from pylucid.kernels import half
+from pylucid.kernels.jit import njit
 
 __all__ = ["PARALLEL_THRESHOLD", "PARALLEL_THRESHOLD_HEAVY", "ElementwiseKernel", "elementwise"]
 
@@ -87,7 +88,7 @@ def _loops_1(f, fingerprint, load_x=_same, store=_same) -> tuple[Callable, Calla
         for i in numba.prange(out.size):
             out[i] = store(f(load_x(_at(x, i))))
 
-    return numba.njit(**_JIT)(serial), numba.njit(parallel=True, **_JIT)(parallel)
+    return njit(**_JIT)(serial), njit(parallel=True, **_JIT)(parallel)
 
 
 def _loops_2(f, fingerprint, load_x=_same, load_y=_same, store=_same) -> tuple[Callable, Callable]:
@@ -101,7 +102,7 @@ def _loops_2(f, fingerprint, load_x=_same, load_y=_same, store=_same) -> tuple[C
         for i in numba.prange(out.size):
             out[i] = store(f(load_x(_at(x, i)), load_y(_at(y, i))))
 
-    return numba.njit(**_JIT)(serial), numba.njit(parallel=True, **_JIT)(parallel)
+    return njit(**_JIT)(serial), njit(parallel=True, **_JIT)(parallel)
 
 
 def _loops_3(
@@ -117,7 +118,7 @@ def _loops_3(
         for i in numba.prange(out.size):
             out[i] = store(f(load_x(_at(x, i)), load_y(_at(y, i)), load_z(_at(z, i))))
 
-    return numba.njit(**_JIT)(serial), numba.njit(parallel=True, **_JIT)(parallel)
+    return njit(**_JIT)(serial), njit(parallel=True, **_JIT)(parallel)
 
 
 _LOOP_MAKERS = {1: _loops_1, 2: _loops_2, 3: _loops_3}

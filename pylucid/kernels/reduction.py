@@ -33,6 +33,7 @@ from numba.core import types
 from numba.extending import overload, register_jitable
 
 from pylucid.kernels import simd_math
+from pylucid.kernels.jit import njit
 from pylucid.kernels.loops import PARALLEL_THRESHOLD
 
 __all__ = [
@@ -397,7 +398,7 @@ def _map_loops(f: Callable, arity: int) -> tuple[Callable, Callable]:
             for r in numba.prange(out.shape[0]):
                 f(a[r], _take(b, r), _take(c, r), out[r])
 
-    return numba.njit(**_JIT)(serial), numba.njit(parallel=True, **_JIT)(parallel)
+    return njit(**_JIT)(serial), njit(parallel=True, **_JIT)(parallel)
 
 
 def _reduce_loops(f: Callable, arity: int) -> tuple[Callable, Callable]:
@@ -421,7 +422,7 @@ def _reduce_loops(f: Callable, arity: int) -> tuple[Callable, Callable]:
             for r in numba.prange(out.shape[0]):
                 out[r] = f(a[r], _take(b, r))
 
-    return numba.njit(**_JIT)(serial), numba.njit(parallel=True, **_JIT)(parallel)
+    return njit(**_JIT)(serial), njit(parallel=True, **_JIT)(parallel)
 
 
 class RowKernel:

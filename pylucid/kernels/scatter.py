@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from pylucid.kernels.jit import njit
 
 __all__ = ["scatter_add_rows"]
 
 
-@numba.njit(cache=True, error_model="numpy", nogil=True)
+@njit(cache=True, error_model="numpy", nogil=True)
 def scatter_add_rows(out: np.ndarray, rows: np.ndarray, g: np.ndarray) -> None:
     """``out[p, rows[i], q] += g[p, i, q]`` for all p, i, q; repeated rows accumulate.
 

@@ -75,8 +75,10 @@ from typing import TypeVar
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core.extending import intrinsic, overload, register_jitable
+
+from pylucid.kernels.jit import njit
 
 __all__ = ["exp", "exp2", "expm1", "log", "log10", "log1p", "log2"]
 
