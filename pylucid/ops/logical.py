@@ -82,33 +82,29 @@ dunder("__or__", "__ror__")(_bool_only("|", logical_or))
 dunder("__xor__", "__rxor__")(_bool_only("^", logical_xor))
 
 
-@tensor_method
-def any(  # noqa: A001  (pylucid.any, as torch.any)
-    x: Tensor,
-    axis: int | Sequence[int] | None = None,
-    keepdims: bool = False,
-    *,
-    dim: int | Sequence[int] | None = None,
-    keepdim: bool | None = None,
-) -> Tensor:
-    """Whether any element of ``x`` over ``axis`` (all axes when None) is true (nonzero);
-    ``dim=`` / ``keepdim=`` as in PyTorch. False for no elements."""
-    require_tensor("any", "x", x)
-    count = reduce_sum(_truth(x), axis, keepdims, dim=dim, keepdim=keepdim)
-    return gt(count, 0)
+def _truth_reduction(
+    name: str, truths: Callable[[Tensor], Tensor], decide: Callable[[Tensor], Tensor], doc: str
+) -> Callable[..., Tensor]:
+    """A reduction counting ``truths(x)`` over the axes and deciding on the count."""
+
+    def reduction(
+        x: Tensor,
+        axis: int | Sequence[int] | None = None,
+        keepdims: bool = False,
+        *,
+        dim: int | Sequence[int] | None = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
+        require_tensor(name, "x", x)
+        return decide(reduce_sum(truths(x), axis, keepdims, dim=dim, keepdim=keepdim))
+
+    reduction.__name__ = reduction.__qualname__ = name
+    reduction.__doc__ = (
+        f"Whether {doc} element of ``x`` over ``axis`` (all axes when None) is true (nonzero); "
+        f"``dim=`` / ``keepdim=`` as in PyTorch."
+    )
+    return tensor_method(reduction)
 
 
-@tensor_method
-def all(  # noqa: A001  (pylucid.all, as torch.all)
-    x: Tensor,
-    axis: int | Sequence[int] | None = None,
-    keepdims: bool = False,
-    *,
-    dim: int | Sequence[int] | None = None,
-    keepdim: bool | None = None,
-) -> Tensor:
-    """Whether every element of ``x`` over ``axis`` (all axes when None) is true (nonzero);
-    ``dim=`` / ``keepdim=`` as in PyTorch. True for no elements."""
-    require_tensor("all", "x", x)
-    count = reduce_sum(logical_not(x), axis, keepdims, dim=dim, keepdim=keepdim)
-    return eq(count, 0)
+any = _truth_reduction("any", _truth, lambda count: gt(count, 0), "any")  # noqa: A001
+all = _truth_reduction("all", logical_not, lambda count: eq(count, 0), "every")  # noqa: A001
