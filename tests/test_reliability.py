@@ -216,3 +216,33 @@ def test_mlx_allocations_that_cannot_fit_raise_before_mlx_sees_them() -> None:
     with pytest.raises(MemoryError, match="mul: .* more than the mlx backend can hold"):
         column * row
     assert column.expand(10**5, 10**5).shape == (10**5, 10**5)  # a view: nothing allocated
+
+
+# -- reductions at the ends of the range -------------------------------------------------------
+@pytest.mark.parametrize("dtype", [pl.float32, pl.float64], ids=["float32", "float64"])
+def test_prod_gradient_has_no_spurious_overflow(dtype, device) -> None:
+    """The product of the other elements, exact where partial products leave the range:
+    prefix and suffix products keep their exponents apart (PyTorch's result / x gives nan
+    or inf for some of these)."""
+    tiny, huge = (1e-30, 1e30) if dtype is pl.float32 else (1e-300, 1e300)
+    cases = [
+        ([np.inf] + [tiny] * 11, [0.0, np.inf, np.inf]),  # the first: tiny**11 rounds to 0
+        ([0.0] + [huge] * 11, [np.inf, 0.0, 0.0]),
+        ([huge, huge, 1.0 / huge], [1.0, 1.0, np.inf]),
+        ([2.0, 3.0, 0.0, 0.0], [0.0, 0.0, 0.0]),
+    ]
+    for values, expected in cases:
+        x = pl.tensor(values, dtype=dtype, device=device, requires_grad=True)
+        pl.prod(x).backward()
+        np.testing.assert_allclose(x.grad.numpy()[:3].astype(np.float64), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [pl.float32, pl.float64], ids=["float32", "float64"])
+def test_var_of_equal_huge_values_is_zero(dtype, device) -> None:
+    """The mean of a row whose sum overflows is taken as the sum of x / n."""
+    big = float(np.finfo(dtype.numpy).max) * 0.99
+    x = pl.tensor([[big] * 4, [-big] * 4], dtype=dtype, device=device, requires_grad=True)
+    variance, deviation = x.var(axis=1), x.std(axis=1)
+    assert variance.tolist() == [0.0, 0.0] and deviation.tolist() == [0.0, 0.0]
+    variance.sum().backward()
+    assert np.all(x.grad.numpy() == 0.0)

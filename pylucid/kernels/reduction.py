@@ -311,17 +311,36 @@ def log_softmax_backward_cols(y, g, out):
 
 # -- other reductions -----------------------------------------------------------------------
 @register_jitable
+def _frexp_product(m, e, v):
+    """``(m, e)`` times ``v`` as a mantissa in [0.5, 1) (or 0, inf, nan) and an exponent."""
+    fm, fe = math.frexp(v)
+    m, k = math.frexp(m * fm)
+    return m, e + fe + k
+
+
+#: Beyond this binary exponent any product is 0 or inf: ldexp's exponent is clamped to it.
+_EXPONENT_LIMIT = 4096
+
+
+@register_jitable
 def prod_backward_row(x, g, out):
     """dx_j = g * prod_{i != j} x_i, as an exclusive prefix times an exclusive suffix
-    product (float64 running products): no division, so exact with any number of zeros."""
-    p = 1.0
-    for j in range(x.size):
-        out[j] = p
-        p *= x[j]
-    s = float(g)
-    for j in range(x.size - 1, -1, -1):
-        out[j] = out[j] * s
-        s *= x[j]
+    product: no division, so exact with any number of zeros. The running products are kept
+    as a float64 mantissa and an integer exponent (frexp), so no partial product over- or
+    underflows - [inf, 1e-300, 1e-300, ...] gives inf, not inf * 0 = nan; [0, 1e300, ...] 0,
+    not 0 * inf - and the one rounding to the output's range happens at the end."""
+    n = x.size
+    mantissas = np.empty(n)
+    exponents = np.empty(n, np.int64)
+    m, e = 1.0, 0
+    for j in range(n):
+        mantissas[j], exponents[j] = m, e
+        m, e = _frexp_product(m, e, float(x[j]))
+    m, e = math.frexp(float(g))
+    for j in range(n - 1, -1, -1):
+        exponent = min(max(exponents[j] + e, -_EXPONENT_LIMIT), _EXPONENT_LIMIT)
+        out[j] = math.ldexp(mantissas[j] * m, exponent)
+        m, e = _frexp_product(m, e, float(x[j]))
 
 
 @register_jitable
@@ -339,18 +358,33 @@ def extremum_backward_row(x, result, g, out):
 
 
 @register_jitable
+def _mean(x):
+    """The mean of a non-empty row in float64; when the sum overflows though the elements
+    are finite (a row of 1e308s), the mean of ``x / n`` instead."""
+    n = x.size
+    mean = _sum(x) / n
+    if not math.isfinite(mean):
+        scaled = 0.0
+        for j in range(n):
+            scaled += float(x[j]) / n
+        if math.isfinite(scaled):
+            return scaled
+    return mean
+
+
+@register_jitable
 def var_row(x, correction):
     """sum((x - mean)**2) / max(0, n - correction), two-pass in float64: NaN for no
     elements, inf (or NaN for a constant row) when n <= correction."""
     n = x.size
-    mean = _sum(x) / n
+    mean = _mean(x) if n else math.nan
     return _sum_sq_dev(x, mean) / max(0.0, n - correction)
 
 
 @register_jitable
 def var_backward_row(x, k, out):
     """out = k * (x - mean x): the gradient of var (k = 2 g / (n - correction)) or std."""
-    mean = _sum(x) / x.size
+    mean = _mean(x) if x.size else 0.0
     for j in range(x.size):
         out[j] = k * (x[j] - mean)
 

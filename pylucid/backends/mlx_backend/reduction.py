@@ -25,20 +25,15 @@ class MLXReduction:
         )
 
     def prod_backward(self, x: Any, g: Any, axes: Axes, dtype: DType) -> Any:
-        """``g`` times the exclusive prefix times the exclusive suffix product: the product
-        of the other elements, exact with any number of zeros (no division)."""
-        mx, s = self.mx, self._stream(dtype)
-        x, g = self._operands(dtype, x, g)
-        if x.size == 0:
-            return mx.zeros(x.shape, dtype=x.dtype, stream=s)
-        order = [i for i in range(x.ndim) if i not in axes] + list(axes)
-        moved = mx.transpose(x, order, stream=s)
-        rows = mx.reshape(moved, (-1, math.prod(x.shape[i] for i in axes)), stream=s)
-        before = mx.cumprod(rows, axis=1, inclusive=False, stream=s)
-        after = mx.cumprod(rows, axis=1, reverse=True, inclusive=False, stream=s)
-        others = mx.reshape(mx.multiply(before, after, stream=s), moved.shape, stream=s)
-        inverse = sorted(range(x.ndim), key=order.__getitem__)
-        return mx.multiply(mx.transpose(others, inverse, stream=s), g, stream=s)
+        """``g`` times the product of the other elements, by the numba backend's kernel on
+        host copies: its running products keep their exponents apart (frexp), so none over-
+        or underflows where the exact gradient does not; MLX's ``cumprod`` cannot renormalise
+        as it goes. A backward of ``prod`` is rare enough for one host round trip."""
+        from pylucid import backends  # the numba backend is always there
+
+        host = backends.get("numba")
+        out = host.prod_backward(self.to_numpy(x), self.to_numpy(g), axes, dtype)
+        return self.from_numpy(out, dtype)
 
     def amax(self, a: Any, axes: Axes, keepdims: bool, dtype: DType) -> Any:
         return self.mx.max(a, axis=list(axes), keepdims=keepdims, stream=self._stream(dtype))
@@ -74,7 +69,7 @@ class MLXReduction:
         mx, s = self.mx, self._stream(dtype)
         a = self.cast(a, dtype)
         divisor = max(0.0, math.prod(a.shape[i] for i in axes) - correction)
-        centered = mx.subtract(a, mx.mean(a, axis=list(axes), keepdims=True, stream=s), stream=s)
+        centered = mx.subtract(a, self._mean(a, axes, dtype), stream=s)
         squares = mx.sum(
             mx.square(centered, stream=s), axis=list(axes), keepdims=keepdims, stream=s
         )
@@ -106,8 +101,16 @@ class MLXReduction:
 
     def _centered(self, x: Any, k: Any, axes: Axes, dtype: DType) -> Any:
         mx, s = self.mx, self._stream(dtype)
+        return mx.multiply(k, mx.subtract(x, self._mean(x, axes, dtype), stream=s), stream=s)
+
+    def _mean(self, x: Any, axes: Axes, dtype: DType) -> Any:
+        """The mean over ``axes`` (kept), or the sum of ``x / n`` where the plain mean is not
+        finite but that one is (a sum of 1e38s overflows in float32)."""
+        mx, s = self.mx, self._stream(dtype)
         mean = mx.mean(x, axis=list(axes), keepdims=True, stream=s)
-        return mx.multiply(k, mx.subtract(x, mean, stream=s), stream=s)
+        n = math.prod(x.shape[i] for i in axes)
+        scaled = mx.sum(mx.divide(x, n, stream=s), axis=list(axes), keepdims=True, stream=s)
+        return mx.where(mx.isfinite(mean, stream=s), mean, scaled, stream=s)
 
     # -- softmax family ---------------------------------------------------------------------
     # MLX's float64 ``exp`` (and so its float64 ``softmax`` and ``logsumexp``) is accurate
