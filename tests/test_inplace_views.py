@@ -183,6 +183,14 @@ def test_a_change_to_a_view_reaches_the_base_and_the_other_views(device) -> None
     assert row.tolist() == [0.0, 0.0, 0.0]
 
 
+def test_a_view_of_one_element_is_a_view(device) -> None:
+    a = pl.tensor([1.0, 2.0], device=device)
+    element = a[0]
+    element.add_(0.5)
+    a[1].mul_(2.0)
+    assert a.tolist() == [1.5, 4.0] and element.item() == 1.5
+
+
 def test_a_reshape_that_must_copy_is_not_a_view(device) -> None:
     a = pl.tensor(np.arange(6.0).reshape(2, 3), device=device)
     copied = a.T.reshape(6)  # no strides give the transpose in row-major order

@@ -58,8 +58,9 @@ class NumbaShape:
         dtype: DType,
     ) -> np.ndarray:
         """``a[index]`` (NumPy semantics; a view for a basic index)."""
-        out = a[index]
-        return out if isinstance(out, np.ndarray) else np.asarray(out)
+        if mesh is None:  # a view even of one element: a[0] alone would copy it to a scalar
+            return a[(*index, Ellipsis)]
+        return a[index]
 
     def setitem(
         self,
