@@ -191,6 +191,14 @@ def test_a_view_of_one_element_is_a_view(device) -> None:
     assert a.tolist() == [1.5, 4.0] and element.item() == 1.5
 
 
+def test_a_view_of_no_elements_gives_its_base_the_history(device) -> None:
+    w = pl.tensor(0.5, device=device, requires_grad=True)
+    base = pl.zeros(0, 1, device=device)
+    base.squeeze(1).add_(w)
+    (base * 2.0).sum().backward()
+    assert w.grad is not None and w.grad.item() == 0.0
+
+
 def test_a_reshape_that_must_copy_is_not_a_view(device) -> None:
     a = pl.tensor(np.arange(6.0).reshape(2, 3), device=device)
     copied = a.T.reshape(6)  # no strides give the transpose in row-major order

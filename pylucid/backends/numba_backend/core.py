@@ -135,7 +135,9 @@ class NumbaCore:
         return bool(a.flags.writeable)
 
     def aliases(self, out: np.ndarray, a: np.ndarray) -> bool:
-        return bool(np.may_share_memory(out, a))  # bounds only: a reshape copy never overlaps
+        # Bounds only: a reshape copy never overlaps. Arrays of no elements have no bounds,
+        # and NumPy reshapes them without copying.
+        return out.size == 0 or bool(np.may_share_memory(out, a))
 
     def accumulate(self, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
         if not dst.flags.writeable:
