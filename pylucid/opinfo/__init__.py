@@ -1,5 +1,6 @@
-"""The op database: for every op, how to call it, its NumPy float64 reference, a sampler
-that respects its domain, and its tolerances.
+"""The op database: for every op, how to call it, its NumPy float64 reference, the same op
+in PyTorch (the oracle of the differential and edge-value tests; PyTorch is imported only
+when that is called), a sampler that respects its domain, and its tolerances.
 
 Tests, the demo's gradcheck summary and the benchmarks iterate :data:`OPS`; a completeness
 test fails when a registered public op has no record here. Each op family keeps its records
@@ -7,7 +8,7 @@ in its own module.
 """
 
 from pylucid.opinfo import binary, core, elementwise, linalg, reduction, shape
-from pylucid.opinfo.records import OpInfo, Sampler, away_from_zero, uniform
+from pylucid.opinfo.records import OpInfo, Sampler, Uniform, away_from_zero, torch_op, uniform
 
 OPS: tuple[OpInfo, ...] = (
     core.RECORDS
@@ -19,4 +20,13 @@ OPS: tuple[OpInfo, ...] = (
 )
 BY_NAME = {info.name: info for info in OPS}
 
-__all__ = ["BY_NAME", "OPS", "OpInfo", "Sampler", "away_from_zero", "uniform"]
+__all__ = [
+    "BY_NAME",
+    "OPS",
+    "OpInfo",
+    "Sampler",
+    "Uniform",
+    "away_from_zero",
+    "torch_op",
+    "uniform",
+]

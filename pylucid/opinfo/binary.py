@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import pylucid as pl
-from pylucid.opinfo.records import OpInfo, Sampler, away_from_zero, uniform
+from pylucid.opinfo.records import OpInfo, Sampler, away_from_zero, torch_module, torch_op, uniform
 
 #: Broadcasting combinations: equal shapes, trailing, both sides stretched, 0-d either side.
 _SHAPES = (
@@ -46,6 +46,7 @@ def _comparison(name: str, reference: np.ufunc, sampler: Sampler) -> OpInfo:
         (sampler, sampler),
         _SHAPES,
         tags=frozenset({"bool_output"}),
+        torch=torch_op(name),
     )
 
 
@@ -56,6 +57,8 @@ RECORDS: tuple[OpInfo, ...] = (
         np.power,
         (uniform(0.5, 3.0), uniform(-2.0, 2.0)),
         _SHAPES,
+        tags=frozenset({"bounded_domain"}),
+        torch=torch_op("pow"),
     ),
     OpInfo(
         "atan2",
@@ -63,15 +66,33 @@ RECORDS: tuple[OpInfo, ...] = (
         np.arctan2,
         (away_from_zero(0.1, 5.0), uniform(-5.0, 5.0)),
         _SHAPES,
+        # bounded: the branch cut (a = 0, b < 0) is a jump of 2 pi.
+        tags=frozenset({"bounded_domain"}),
+        torch=torch_op("atan2"),
     ),
-    OpInfo("maximum", pl.maximum, np.maximum, (uniform(-5, 5), uniform(-5, 5)), _SHAPES),
-    OpInfo("minimum", pl.minimum, np.minimum, (uniform(-5, 5), uniform(-5, 5)), _SHAPES),
+    OpInfo(
+        "maximum",
+        pl.maximum,
+        np.maximum,
+        (uniform(-5, 5), uniform(-5, 5)),
+        _SHAPES,
+        torch=torch_op("maximum"),
+    ),
+    OpInfo(
+        "minimum",
+        pl.minimum,
+        np.minimum,
+        (uniform(-5, 5), uniform(-5, 5)),
+        _SHAPES,
+        torch=torch_op("minimum"),
+    ),
     OpInfo(
         "where",
         lambda c, a, b: pl.where(c > 0, a, b),
         lambda c, a, b: np.where(c > 0, a, b),
         (uniform(-1, 1), uniform(-5, 5), uniform(-5, 5)),
         _WHERE_SHAPES,
+        torch=lambda c, a, b: torch_module().where(c > 0, a, b),
     ),
     _comparison("eq", np.equal, _small_integers),
     _comparison("ne", np.not_equal, _small_integers),

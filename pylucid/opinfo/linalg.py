@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import pylucid as pl
-from pylucid.opinfo.records import OpInfo, uniform
+from pylucid.opinfo.records import OpInfo, torch_op, uniform
 
 RECORDS: tuple[OpInfo, ...] = (
     OpInfo(
@@ -28,5 +28,6 @@ RECORDS: tuple[OpInfo, ...] = (
         # 4 * 16 * 2**-24 ~ 4e-6, relative to results that can cancel to near 0.
         rtol=1e-5,
         atol=1e-5,
+        torch=torch_op("matmul"),
     ),
 )

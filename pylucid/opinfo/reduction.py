@@ -12,9 +12,15 @@ from __future__ import annotations
 import numpy as np
 
 import pylucid as pl
-from pylucid.opinfo.records import OpInfo, away_from_zero, uniform
+from pylucid.opinfo.records import OpInfo, away_from_zero, torch_op, uniform
 
 _SHAPES = (((3, 4),), ((2, 3, 4),))
+
+
+def _torch_prod(x):
+    """``prod`` over axes (0, -1) with PyTorch, whose ``prod`` takes one dim: the two axes
+    are moved last and flattened (a 1-d ``x`` repeats the axis and raises, as pylucid)."""
+    return x.movedim((0, -1), (-2, -1)).flatten(-2).prod(-1)
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
@@ -41,6 +47,7 @@ RECORDS: tuple[OpInfo, ...] = (
         (away_from_zero(0.5, 2.0),),
         _SHAPES,
         rtol=1e-5,
+        torch=_torch_prod,
     ),
     OpInfo(
         "max",
@@ -50,6 +57,7 @@ RECORDS: tuple[OpInfo, ...] = (
         _SHAPES,
         rtol=0,
         atol=0,
+        torch=torch_op("amax", dim=1, keepdim=True),
     ),
     OpInfo(
         "min",
@@ -59,6 +67,7 @@ RECORDS: tuple[OpInfo, ...] = (
         _SHAPES,
         rtol=0,
         atol=0,
+        torch=torch_op("amin", dim=-1),
     ),
     OpInfo(
         "argmax",
@@ -68,6 +77,7 @@ RECORDS: tuple[OpInfo, ...] = (
         _SHAPES,
         rtol=0,
         atol=0,
+        torch=torch_op("argmax", dim=1),
     ),
     OpInfo(
         "argmin",
@@ -77,6 +87,7 @@ RECORDS: tuple[OpInfo, ...] = (
         _SHAPES,
         rtol=0,
         atol=0,
+        torch=torch_op("argmin"),
     ),
     OpInfo(
         "var",
@@ -85,6 +96,7 @@ RECORDS: tuple[OpInfo, ...] = (
         (uniform(-5, 5),),
         _SHAPES,
         rtol=1e-5,
+        torch=torch_op("var", dim=-1),
     ),
     OpInfo(
         "std",
@@ -93,6 +105,7 @@ RECORDS: tuple[OpInfo, ...] = (
         (uniform(-5, 5),),
         _SHAPES,
         rtol=1e-5,
+        torch=torch_op("std", dim=(0, 1), keepdim=True, correction=0),
     ),
     OpInfo(
         "logsumexp",
@@ -101,6 +114,7 @@ RECORDS: tuple[OpInfo, ...] = (
         (uniform(-10, 10),),
         _SHAPES,
         rtol=1e-5,
+        torch=torch_op("logsumexp", dim=(0, -1)),
     ),
     OpInfo(
         "softmax",
@@ -110,6 +124,7 @@ RECORDS: tuple[OpInfo, ...] = (
         _SHAPES,
         rtol=1e-5,
         atol=1e-7,
+        torch=torch_op("softmax", dim=0),
     ),
     OpInfo(
         "log_softmax",
@@ -119,5 +134,6 @@ RECORDS: tuple[OpInfo, ...] = (
         _SHAPES,
         rtol=1e-5,
         atol=1e-5,
+        torch=torch_op("log_softmax", dim=-1),
     ),
 )
