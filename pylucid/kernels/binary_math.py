@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba.extending import register_jitable
 
 from pylucid.kernels import simd_math
@@ -53,8 +54,21 @@ def ipow(a, b):
 
 @register_jitable
 def pow_grad_a(a, b, g):
-    """dL/da = g b a^(b-1) for y = a ** b; 0 where b == 0 (PyTorch's ``pow_backward_self``)."""
-    return 0.0 if b == 0 else g * b * a ** (b - 1)
+    """dL/da = g b a^(b-1) for y = a ** b; 0 where b == 0 (PyTorch's ``pow_backward_self``).
+
+    Where b a^(b-1) is not finite but (b / a) a^b is (a^(b-1) overflows for a subnormal a
+    and a tiny b: float64 a = b = 5e-324 gave inf, exact 1), the latter is the gradient;
+    the second ``**`` runs only there. Where a^b is nan (a < 0 finite, b not an integer) so
+    is the gradient (b - 1 can round to an integer: a = -1e-45, b = 1e-45 gave -inf)."""
+    if b == 0:
+        return 0.0
+    if a < 0 and b != np.floor(b) and math.isfinite(a):
+        return math.nan
+    slope = b * a ** (b - 1)
+    if not math.isfinite(slope):
+        other = (b / a) * a**b
+        slope = other if math.isfinite(other) else slope
+    return g * slope
 
 
 @register_jitable
@@ -76,21 +90,35 @@ def atan2(a, b):
 
 
 @register_jitable
-def atan2_grad_a(a, b, g):
-    """dL/da = g b / (a^2 + b^2) for y = atan2(a, b); nan at a = b = 0.
-
-    ``* 1.0`` widens float32 to float64, where a^2 + b^2 cannot overflow (float64 inputs
-    overflow beyond 1e154, as in PyTorch).
-    """
+def _atan2_scale(a, b, g):
+    """``(a / m, b / m, q, m)`` with ``m`` the larger of a, b in magnitude (signed), ``r``
+    the smaller over it and ``q = g / (1 + r^2)``: then g a / (a^2 + b^2) = (a / m) q / m,
+    and the same for b. In float64 (``* 1.0`` widens float32); a^2 + b^2 is never formed: it
+    overflowed for float64 |a|, |b| > 1.3e154 (a zero gradient where the exact one is a
+    number) and underflowed below 1.5e-154 (inf or nan where it is finite, e.g. 1 / b at
+    a = 0, b = 1e-160). The ratio of ``m`` to itself is 1, or nan where it is infinite, as
+    ``inf / (inf^2 + b^2)`` in the plain formula (and in the create_graph one)."""
     wa, wb = a * 1.0, b * 1.0
-    return g * wb / (wa * wa + wb * wb)
+    m = wa if abs(wa) >= abs(wb) else wb
+    ra, rb = wa / m, wb / m
+    r = rb if abs(wa) >= abs(wb) else ra
+    return ra, rb, g / (1.0 + r * r), m
+
+
+@register_jitable
+def atan2_grad_a(a, b, g):
+    """dL/da = g b / (a^2 + b^2) for y = atan2(a, b), as ((b / m) q) / m
+    (:func:`_atan2_scale`; the ratio multiplies first, so that a zero b gives 0 even where
+    q / m overflows): within 3 ULP and in range wherever the gradient is; nan at a = b = 0."""
+    ra, rb, q, m = _atan2_scale(a, b, g)
+    return (rb * q) / m
 
 
 @register_jitable
 def atan2_grad_b(a, b, g):
-    """dL/db = -g a / (a^2 + b^2) for y = atan2(a, b); nan at a = b = 0 (widened as above)."""
-    wa, wb = a * 1.0, b * 1.0
-    return -g * wa / (wa * wa + wb * wb)
+    """dL/db = -g a / (a^2 + b^2) for y = atan2(a, b), as -((a / m) q) / m."""
+    ra, rb, q, m = _atan2_scale(a, b, g)
+    return -(ra * q) / m
 
 
 # -- maximum, minimum --------------------------------------------------------------------------

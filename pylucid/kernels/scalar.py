@@ -10,9 +10,10 @@ computed in float64 and rounded once when stored.
 
 from __future__ import annotations
 
+import numba
 from llvmlite import ir
 from numba.core import types
-from numba.extending import intrinsic, register_jitable
+from numba.extending import intrinsic, overload, register_jitable
 
 from pylucid.kernels import simd_math
 
@@ -77,10 +78,35 @@ def div(a, b):
     return a / b
 
 
-@register_jitable
 def div_grad_b(a, b, g):
-    """dL/db = -g a / b^2 for y = a / b."""
-    return -g * a / (b * b)
+    """dL/db = -g a / b^2 for y = a / b, in range wherever the exact value is: float32
+    operands: :func:`_div_grad_b_f32`, float64 ones: :func:`_div_grad_b_f64`. (The plain
+    ``-g * a / (b * b)`` gave -inf for float32 a = b = 1e-24, exact -1e24: b^2 underflowed,
+    and -0.0 for a = b = 1e20, exact -1e-20: b^2 overflowed.)"""
+
+
+@overload(div_grad_b, jit_options={"error_model": "numpy"})
+def _div_grad_b_typed(a, b, g):
+    if a == types.float32 and b == types.float32 and g == types.float32:
+        return _div_grad_b_f32
+    return _div_grad_b_f64
+
+
+@register_jitable
+def _div_grad_b_f32(a, b, g):
+    """-(g a) / (b b) in float64: the products of float32s are exact and lie within
+    1e-90..1e77, so nothing overflows or underflows, and the quotient rounds once before the
+    float32 store (correctly rounded but for double-rounding ties, 2**-29 ULP apart)."""
+    wb = numba.float64(b)
+    return -(numba.float64(g) * numba.float64(a)) / (wb * wb)
+
+
+@register_jitable
+def _div_grad_b_f64(a, b, g):
+    """-g ((a / b) / b), as PyTorch: within 1.5 ULP, and in range wherever a / b^2 is (with
+    g = 1: a / b overflows only where |b| < 1, where a / b^2 is larger still, and underflows
+    only where |b| > 1, where it is smaller), so b^2 is never formed."""
+    return -g * ((a / b) / b)
 
 
 @register_jitable

@@ -4,6 +4,7 @@ stream)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pylucid.dtypes import DType
@@ -45,11 +46,18 @@ class MLXBinary:
         )
 
     def pow_backward_a(self, a, b, g, shape, dtype):
-        mx, s = self.mx, self._stream(dtype)
+        """g b a^(b-1), 0 where b == 0, g (b / a) a^b where only that is finite, and nan
+        where a^b is (see ``pylucid.kernels.binary_math.pow_grad_a``)."""
+        mx = self.mx
         a, b, g = self._operands(dtype, a, b, g)
-        slope = mx.multiply(b, mx.power(a, mx.subtract(b, 1, stream=s), stream=s), stream=s)
-        grad = mx.multiply(g, slope, stream=s)
-        return mx.where(mx.equal(b, 0, stream=s), mx.array(0, dtype=g.dtype), grad, stream=s)
+        with mx.stream(self._stream(dtype)):
+            slope = b * mx.power(a, b - 1)
+            other = (b / a) * mx.power(a, b)
+            usable = mx.logical_not(mx.isfinite(slope)) & mx.isfinite(other)
+            undefined = (a < 0) & (b != mx.floor(b)) & mx.isfinite(a)
+            slope = mx.where(undefined, math.nan, slope)
+            grad = g * mx.where(usable, other, slope)
+            return mx.where(b == 0, mx.array(0, dtype=g.dtype), grad)
 
     def pow_backward_b(self, a, result, g, shape, dtype):
         mx, s = self.mx, self._stream(dtype)
@@ -64,19 +72,28 @@ class MLXBinary:
         return self.mx.arctan2(*self._operands(dtype, a, b), stream=self._stream(dtype))
 
     def _binary_atan2_scale(self, a, b, g, dtype):
-        mx, s = self.mx, self._stream(dtype)
+        """``(a / m, b / m, q, m)`` of ``pylucid.kernels.binary_math._atan2_scale``: ``m``
+        the larger of a, b in magnitude, ``q = g / (1 + r^2)`` with ``r`` the smaller over
+        ``m``; the gradients are ``±((a or b) / m) q / m``. a^2 + b^2 is never formed (it
+        overflows and underflows where the gradients are numbers)."""
+        mx = self.mx
         a, b, g = self._operands(dtype, a, b, g)
-        norm = mx.add(mx.multiply(a, a, stream=s), mx.multiply(b, b, stream=s), stream=s)
-        return a, b, mx.divide(g, norm, stream=s)
+        with mx.stream(self._stream(dtype)):
+            a_larger = mx.abs(a) >= mx.abs(b)
+            m = mx.where(a_larger, a, b)
+            ra, rb = a / m, b / m
+            r = mx.where(a_larger, rb, ra)
+            return ra, rb, g / (1 + r * r), m
 
     def atan2_backward_a(self, a, b, g, shape, dtype):
-        a, b, scale = self._binary_atan2_scale(a, b, g, dtype)
-        return self.mx.multiply(scale, b, stream=self._stream(dtype))
+        ra, rb, q, m = self._binary_atan2_scale(a, b, g, dtype)
+        with self.mx.stream(self._stream(dtype)):
+            return (rb * q) / m
 
     def atan2_backward_b(self, a, b, g, shape, dtype):
-        mx, s = self.mx, self._stream(dtype)
-        a, b, scale = self._binary_atan2_scale(a, b, g, dtype)
-        return mx.negative(mx.multiply(scale, a, stream=s), stream=s)
+        ra, rb, q, m = self._binary_atan2_scale(a, b, g, dtype)
+        with self.mx.stream(self._stream(dtype)):
+            return -((ra * q) / m)
 
     def maximum(self, a, b, shape, dtype):
         return self.mx.maximum(*self._operands(dtype, a, b), stream=self._stream(dtype))
