@@ -46,12 +46,14 @@ __all__ = [
     "logsumexp_backward_row",
     "logsumexp_row",
     "prod_backward_row",
+    "prod_row",
     "row_map",
     "row_reduce",
     "softmax_backward_cols",
     "softmax_backward_row",
     "softmax_cols",
     "softmax_row",
+    "std_row",
     "var_backward_row",
     "var_row",
 ]
@@ -323,6 +325,18 @@ _EXPONENT_LIMIT = 4096
 
 
 @register_jitable
+def prod_row(x):
+    """The product of a row, its running product kept as a float64 mantissa and an integer
+    exponent (frexp): no partial product over- or underflows where the whole does not
+    ([1e30, 1e30, 1e-30, 1e-30] is 1, not inf or nan; inf times tiny numbers stays inf),
+    and the one rounding to the output's range happens at the end; 1 for no elements."""
+    m, e = 1.0, 0
+    for j in range(x.size):
+        m, e = _frexp_product(m, e, float(x[j]))
+    return math.ldexp(m, min(max(e, -_EXPONENT_LIMIT), _EXPONENT_LIMIT))
+
+
+@register_jitable
 def prod_backward_row(x, g, out):
     """dx_j = g * prod_{i != j} x_i, as an exclusive prefix times an exclusive suffix
     product: no division, so exact with any number of zeros. The running products are kept
@@ -359,17 +373,23 @@ def extremum_backward_row(x, result, g, out):
 
 @register_jitable
 def _mean(x):
-    """The mean of a non-empty row in float64; when the sum overflows though the elements
-    are finite (a row of 1e308s), the mean of ``x / n`` instead."""
+    """The mean of a non-empty row in float64. Where the sum overflows though the elements
+    are finite, the first element plus the mean of the differences from it (exact for a
+    constant row of 1e308s), or failing that the sum of ``x / n`` ([max, -max, ...])."""
     n = x.size
     mean = _sum(x) / n
-    if not math.isfinite(mean):
-        scaled = 0.0
-        for j in range(n):
-            scaled += float(x[j]) / n
-        if math.isfinite(scaled):
-            return scaled
-    return mean
+    if math.isfinite(mean):
+        return mean
+    first = float(x[0])
+    shifted = 0.0
+    for j in range(n):
+        shifted += x[j] - first
+    if math.isfinite(first) and math.isfinite(shifted):
+        return first + shifted / n
+    scaled = 0.0
+    for j in range(n):
+        scaled += float(x[j]) / n
+    return scaled if math.isfinite(scaled) else mean
 
 
 @register_jitable
@@ -381,12 +401,50 @@ def var_row(x, correction):
     return _sum_sq_dev(x, mean) / max(0.0, n - correction)
 
 
+#: Sums of squares below this (2^-960) keep too few bits: std scales the deviations.
+_TINY_SQUARES = 2.0**-960
+
+
+@register_jitable
+def std_row(x, correction):
+    """The square root of :func:`var_row`, taken in float64 before the output's rounding
+    (a float32 row [1e20, 1, 2, 3] has a variance beyond float32 but a standard deviation
+    of 5e19); where the sum of squares overflows float64 too, the deviations are scaled by
+    the largest of them first."""
+    n = x.size
+    if n == 0:
+        return math.nan
+    mean = _mean(x)
+    divisor = max(0.0, n - correction)
+    squares = _sum_sq_dev(x, mean)
+    if (_TINY_SQUARES < squares < math.inf) or not math.isfinite(mean):
+        return math.sqrt(squares / divisor)
+    # Squares beyond float64's range, or so small that they lose bits: halves of the
+    # deviations (x - mean itself may overflow: [max, -max, ...]) scaled by the largest.
+    scale = 0.0
+    for j in range(n):
+        scale = max(scale, abs(x[j] / 2.0 - mean / 2.0))
+    if scale == 0 or not math.isfinite(scale):  # constant, or an infinite element
+        return math.sqrt(squares / divisor)
+    scaled = 0.0
+    for j in range(n):
+        d = (x[j] / 2.0 - mean / 2.0) / scale
+        scaled += d * d
+    return 2.0 * (scale * math.sqrt(scaled / divisor))  # (2 scale alone may overflow)
+
+
 @register_jitable
 def var_backward_row(x, k, out):
-    """out = k * (x - mean x): the gradient of var (k = 2 g / (n - correction)) or std."""
+    """out = k * (x - mean x): the gradient of var (k = 2 g / (n - correction)) or std.
+    Where x - mean overflows though both are finite ([max, -max, -max, -max]) it is formed
+    from halves: 2 (k (x/2 - mean/2))."""
     mean = _mean(x) if x.size else 0.0
     for j in range(x.size):
-        out[j] = k * (x[j] - mean)
+        d = x[j] - mean
+        if math.isfinite(d) or not math.isfinite(x[j]) or not math.isfinite(mean):
+            out[j] = k * d
+        else:
+            out[j] = 2.0 * (k * (x[j] / 2.0 - mean / 2.0))
 
 
 # -- the loop generator ---------------------------------------------------------------------

@@ -162,14 +162,13 @@ class MLXCore:
         return self.mx.divide(*self._operands(dtype, a, b), stream=self._stream(dtype))
 
     def div_backward_b(self, a, b, g, shape, dtype):
-        """``-(g / b) * (a / b)``: in range wherever the result is (``g a / b^2`` overflows
-        or underflows ``b^2`` first: b = 1e-24 gave -inf for an exact -1e24 in float32)."""
+        """``-g ((a / b) / b)``, as PyTorch and the numba backend's float64: with g = 1 it is
+        in range wherever a / b^2 is, and b^2 is never formed (``g a / b^2`` gave -inf for
+        float32 b = 1e-24, exact -1e24)."""
         mx, s = self.mx, self._stream(dtype)
         a, b, g = self._operands(dtype, a, b, g)
-        return mx.negative(
-            mx.multiply(mx.divide(g, b, stream=s), mx.divide(a, b, stream=s), stream=s),
-            stream=s,
-        )
+        quotient = mx.divide(mx.divide(a, b, stream=s), b, stream=s)
+        return mx.negative(mx.multiply(g, quotient, stream=s), stream=s)
 
     def pow_scalar(self, a, exponent, shape, dtype):
         mx, s = self.mx, self._stream(dtype)

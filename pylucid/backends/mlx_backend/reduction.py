@@ -20,20 +20,28 @@ class MLXReduction:
 
     # -- reductions -------------------------------------------------------------------------
     def prod(self, a: Any, axes: Axes, keepdims: bool, dtype: DType) -> Any:
-        return self.mx.prod(
-            self.cast(a, dtype), axis=list(axes), keepdims=keepdims, stream=self._stream(dtype)
-        )
+        """Integers by MLX; floats by the numba backend's kernel on host copies, whose running
+        product keeps its exponent apart (MLX's tree of products gave nan for a row of inf
+        and 1e-30s, where the product is inf)."""
+        if not dtype.is_floating_point:
+            return self.mx.prod(
+                self.cast(a, dtype), axis=list(axes), keepdims=keepdims, stream=self._stream(dtype)
+            )
+        return self.from_numpy(self._host().prod(self.to_numpy(a), axes, keepdims, dtype), dtype)
 
     def prod_backward(self, x: Any, g: Any, axes: Axes, dtype: DType) -> Any:
         """``g`` times the product of the other elements, by the numba backend's kernel on
         host copies: its running products keep their exponents apart (frexp), so none over-
         or underflows where the exact gradient does not; MLX's ``cumprod`` cannot renormalise
         as it goes. A backward of ``prod`` is rare enough for one host round trip."""
+        out = self._host().prod_backward(self.to_numpy(x), self.to_numpy(g), axes, dtype)
+        return self.from_numpy(out, dtype)
+
+    @staticmethod
+    def _host() -> Any:
         from pylucid import backends  # the numba backend is always there
 
-        host = backends.get("numba")
-        out = host.prod_backward(self.to_numpy(x), self.to_numpy(g), axes, dtype)
-        return self.from_numpy(out, dtype)
+        return backends.get("numba")
 
     def amax(self, a: Any, axes: Axes, keepdims: bool, dtype: DType) -> Any:
         return self.mx.max(a, axis=list(axes), keepdims=keepdims, stream=self._stream(dtype))
@@ -76,9 +84,26 @@ class MLXReduction:
         return mx.divide(squares, mx.array(divisor, dtype=a.dtype), stream=s)
 
     def std(self, a: Any, axes: Axes, keepdims: bool, correction: float, dtype: DType) -> Any:
-        return self.mx.sqrt(
-            self.var(a, axes, keepdims, correction, dtype), stream=self._stream(dtype)
-        )
+        """``2 (s sqrt(sum(((a/2 - mean/2) / s)**2) / (n - correction)))`` with ``s`` the
+        largest half deviation (``sqrt(var)`` where s is 0), so that neither the deviations
+        nor their squares leave float32's range where the result does not: float32 [1e20, 1,
+        2, 3] has a variance beyond float32 but a deviation of 5e19, [1e-30, 0, 0, 0] one that
+        underflows, [max, -max, ...] deviations beyond max. (The numba backend computes
+        float32 in float64 and scales only where float64 overflows.)"""
+        mx, s = self.mx, self._stream(dtype)
+        a = self.cast(a, dtype)
+        plain = mx.sqrt(self.var(a, axes, True, correction, dtype), stream=s)
+        if a.size:
+            divisor = max(0.0, math.prod(a.shape[i] for i in axes) - correction)
+            mean = self._mean(a, axes, dtype)
+            halves = mx.subtract(mx.divide(a, 2, stream=s), mx.divide(mean, 2, stream=s), stream=s)
+            scale = mx.max(mx.abs(halves, stream=s), axis=list(axes), keepdims=True, stream=s)
+            ratios = mx.divide(halves, scale, stream=s)
+            squares = mx.sum(mx.square(ratios, stream=s), axis=list(axes), keepdims=True, stream=s)
+            root = mx.sqrt(mx.divide(squares, divisor, stream=s), stream=s)
+            scaled = mx.multiply(mx.multiply(scale, root, stream=s), 2, stream=s)
+            plain = mx.where(mx.equal(scale, 0, stream=s), plain, scaled, stream=s)
+        return plain if keepdims else mx.squeeze(plain, axis=list(axes), stream=s)
 
     def var_backward(self, x: Any, g: Any, axes: Axes, correction: float, dtype: DType) -> Any:
         """``2 g (x - mean) / (n - correction)``."""
@@ -100,17 +125,35 @@ class MLXReduction:
         return self._centered(x, k, axes, dtype)
 
     def _centered(self, x: Any, k: Any, axes: Axes, dtype: DType) -> Any:
+        """``k (x - mean)``; from halves, ``2 (k (x/2 - mean/2))``, where ``x - mean``
+        overflows though both are finite ([max, -max, -max, -max])."""
         mx, s = self.mx, self._stream(dtype)
-        return mx.multiply(k, mx.subtract(x, self._mean(x, axes, dtype), stream=s), stream=s)
+        mean = self._mean(x, axes, dtype)
+        plain = mx.multiply(k, mx.subtract(x, mean, stream=s), stream=s)
+        halves = mx.subtract(mx.divide(x, 2, stream=s), mx.divide(mean, 2, stream=s), stream=s)
+        halved = mx.multiply(mx.multiply(k, halves, stream=s), 2, stream=s)
+        overflowed = mx.logical_and(
+            mx.isinf(mx.subtract(x, mean, stream=s), stream=s),
+            mx.logical_and(mx.isfinite(x, stream=s), mx.isfinite(mean, stream=s), stream=s),
+            stream=s,
+        )
+        return mx.where(overflowed, halved, plain, stream=s)
 
     def _mean(self, x: Any, axes: Axes, dtype: DType) -> Any:
-        """The mean over ``axes`` (kept), or the sum of ``x / n`` where the plain mean is not
-        finite but that one is (a sum of 1e38s overflows in float32)."""
+        """The mean over ``axes`` (kept). Where the sum overflows (1e38s in float32): the
+        largest element plus the mean of the differences from it (exact for a constant
+        slice), or failing that the sum of ``x / n`` (slices of max and -max)."""
         mx, s = self.mx, self._stream(dtype)
-        mean = mx.mean(x, axis=list(axes), keepdims=True, stream=s)
+        keep = {"axis": list(axes), "keepdims": True, "stream": s}
         n = math.prod(x.shape[i] for i in axes)
-        scaled = mx.sum(mx.divide(x, n, stream=s), axis=list(axes), keepdims=True, stream=s)
-        return mx.where(mx.isfinite(mean, stream=s), mean, scaled, stream=s)
+        mean = mx.mean(x, **keep)
+        if not x.size:
+            return mean
+        top = mx.max(x, **keep)
+        shifted = mx.add(top, mx.mean(mx.subtract(x, top, stream=s), **keep), stream=s)
+        scaled = mx.sum(mx.divide(x, n, stream=s), **keep)
+        fallback = mx.where(mx.isfinite(shifted, stream=s), shifted, scaled, stream=s)
+        return mx.where(mx.isfinite(mean, stream=s), mean, fallback, stream=s)
 
     # -- softmax family ---------------------------------------------------------------------
     # MLX's float64 ``exp`` (and so its float64 ``softmax`` and ``logsumexp``) is accurate

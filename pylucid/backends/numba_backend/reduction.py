@@ -1,7 +1,7 @@
 """Numba primitives of the reduction and softmax families.
 
-Forward reductions that NumPy already does well (``prod``, ``amax``, ``amin``, ``argmax``,
-``argmin``) call NumPy. The others, and every backward, run the kernels of
+Forward reductions that NumPy already does well (``amax``, ``amin``, ``argmax``, ``argmin``,
+``prod`` of integers) call NumPy. The others, and every backward, run the kernels of
 :mod:`pylucid.kernels.reduction` on a ``(rows, n)`` layout: the reduced axes are moved last
 (a copy only when they are not already last) and each row is one reduced slice; results
 come back as views in the input's axis order. Per-row operands (``g``, ``result``) arrive
@@ -33,6 +33,8 @@ _LOGSUMEXP_GRAD = kernels.row_map(kernels.logsumexp_backward_row, arity=3)
 _PROD_GRAD = kernels.row_map(kernels.prod_backward_row, arity=2)
 _EXTREMUM_GRAD = kernels.row_map(kernels.extremum_backward_row, arity=3)
 _VAR = kernels.row_reduce(kernels.var_row, arity=2)
+_STD = kernels.row_reduce(kernels.std_row, arity=2)
+_PROD = kernels.row_reduce(kernels.prod_row)
 _VAR_GRAD = kernels.row_map(kernels.var_backward_row, arity=2)
 
 
@@ -65,7 +67,11 @@ class NumbaReduction:
 
     # -- reductions -------------------------------------------------------------------------
     def prod(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
-        with np.errstate(over="ignore", invalid="ignore"):  # inf or nan, as the math says
+        if dtype.is_floating_point:  # no partial product leaves the range (frexp kernel)
+            rows = _rows(a, axes, dtype)
+            out = _PROD(rows, out=memory.empty((rows.shape[0],), dtype.numpy))
+            return out.reshape(_reduced_shape(a.shape, axes, keepdims))
+        with np.errstate(over="ignore", invalid="ignore"):  # integers wrap, as in PyTorch
             return np.asarray(np.prod(a, axis=axes, keepdims=keepdims, dtype=dtype.numpy))
 
     def prod_backward(self, x: np.ndarray, g: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
@@ -109,8 +115,9 @@ class NumbaReduction:
     def std(
         self, a: np.ndarray, axes: Axes, keepdims: bool, correction: float, dtype: DType
     ) -> np.ndarray:
-        variance = self.var(a, axes, keepdims, correction, dtype)  # >= 0 or nan: no warning
-        return np.sqrt(variance, out=variance)
+        rows = _rows(a, axes, dtype)
+        out = _STD(rows, np.float64(correction), out=memory.empty((rows.shape[0],), dtype.numpy))
+        return out.reshape(_reduced_shape(a.shape, axes, keepdims))
 
     def var_backward(
         self, x: np.ndarray, g: np.ndarray, axes: Axes, correction: float, dtype: DType
