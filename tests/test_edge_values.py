@@ -42,7 +42,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import mpmath
 import numpy as np
 import pytest
 
@@ -54,6 +53,10 @@ from tests.conftest import DEVICES, MLX_MISSING
 
 torch = pytest.importorskip(
     "torch", reason='PyTorch is the oracle of these tests: pip install "pylucid[peers]"'
+)
+#: The exact values of the deviations from PyTorch (50-digit arithmetic).
+mpmath = pytest.importorskip(
+    "mpmath", reason='mpmath gives the exact values of the deviations: pip install "pylucid[peers]"'
 )
 
 FLOATS = [pytest.param(pl.float32, id="float32"), pytest.param(pl.float64, id="float64")]
