@@ -246,3 +246,77 @@ def test_var_of_equal_huge_values_is_zero(dtype, device) -> None:
     assert variance.tolist() == [0.0, 0.0] and deviation.tolist() == [0.0, 0.0]
     variance.sum().backward()
     assert np.all(x.grad.numpy() == 0.0)
+
+
+# -- gradients built as graphs (create_graph=True) ---------------------------------------------
+def _elementwise_differentiable_records() -> list:
+    from pylucid.opinfo.elementwise import RECORDS
+
+    return [
+        pytest.param(info, id=info.name)
+        for info in RECORDS
+        if pl.ops.get_schema(info.name).differentiable
+    ]
+
+
+EXTREME_BINADES = {
+    "float32": [1e-30, -1e-30, 1e30, -1e30, 1e-24, 1e20, 0.5, -2.0, 3.0, 1e-40],
+    "float64": [1e-300, -1e-300, 1e300, -1e300, 1e-160, 1e160, 1e155, 1e308, 0.5, -2.0, 3.0],
+}
+
+
+def _assert_same_gradient(name: str, fused: pl.Tensor, graphed: pl.Tensor) -> None:
+    """nan and inf at the same places; finite values within 4 ULP of each other."""
+    a, b = fused.numpy(), graphed.numpy()
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=f"{name}: nan places")
+    np.testing.assert_array_equal(np.isinf(a), np.isinf(b), err_msg=f"{name}: inf places")
+    finite = np.isfinite(a)
+    spacing = np.spacing(np.maximum(np.abs(a), np.abs(b))[finite]).astype(np.float64)
+    difference = np.abs(a[finite].astype(np.float64) - b[finite].astype(np.float64))
+    assert np.all(difference <= 4 * spacing), f"{name}: fused {a.tolist()} vs graphed {b.tolist()}"
+
+
+@pytest.mark.parametrize("info", _elementwise_differentiable_records())
+@pytest.mark.parametrize("dtype", [pl.float32, pl.float64], ids=["float32", "float64"])
+def test_create_graph_gradients_match_the_fused_backward_at_extreme_binades(
+    info, dtype, device
+) -> None:
+    """A gradient recorded as a graph of ops (for higher derivatives) is computed in the same
+    form as the fused backward kernel, so it stays in range wherever that one does: e.g.
+    ``g / (x ln b)`` as ``(g / ln b) / x``, not ``g / (x * ln b)``, which overflows at 1e-300.
+    Both are a few roundings of the same formula: 4 ULP bound their difference; nan and inf
+    must sit at the same places."""
+    values = EXTREME_BINADES[dtype.name]
+    x = pl.tensor(values, dtype=dtype, device=device, requires_grad=True)
+    y = info.call(x)
+    (fused,) = pl.graph.grad(y.sum(), x, retain_graph=True)
+    (graphed,) = pl.graph.grad(y.sum(), x, create_graph=True)
+    _assert_same_gradient(f"{info.name} {dtype.name} {device}", fused, graphed)
+
+
+def _binary_differentiable_records() -> list:
+    from pylucid.opinfo import OPS
+
+    return [
+        pytest.param(info, id=info.name)
+        for info in OPS
+        if len(info.samplers) == 2
+        and info.shapes[0][0] == info.shapes[0][1]
+        and pl.ops.get_schema(info.name).differentiable
+    ]
+
+
+@pytest.mark.parametrize("info", _binary_differentiable_records())
+@pytest.mark.parametrize("dtype", [pl.float32, pl.float64], ids=["float32", "float64"])
+def test_create_graph_gradients_of_binary_ops_match_the_fused_backward(info, dtype, device) -> None:
+    """As above for every pair of the extreme binades (a full grid, so that each gradient
+    element is that of one pair): e.g. div's ``-g a / b^2`` as ``-g (a / b) / b``."""
+    values = np.asarray(EXTREME_BINADES[dtype.name])
+    first, second = (grid.ravel() for grid in np.meshgrid(values, values, indexing="ij"))
+    a = pl.tensor(first, dtype=dtype, device=device, requires_grad=True)
+    b = pl.tensor(second, dtype=dtype, device=device, requires_grad=True)
+    y = info.call(a, b)
+    fused = pl.graph.grad(y.sum(), (a, b), retain_graph=True)
+    graphed = pl.graph.grad(y.sum(), (a, b), create_graph=True)
+    for which, plain, as_graph in zip("ab", fused, graphed, strict=True):
+        _assert_same_gradient(f"{info.name} {dtype.name} {device} d/d{which}", plain, as_graph)

@@ -103,9 +103,11 @@ class DivBackward(BinaryOp):
 
     .. math::
         \frac{\partial L}{\partial a} = \frac{g}{b}, \qquad
-        \frac{\partial L}{\partial b} = -\frac{g\, a}{b^2}
+        \frac{\partial L}{\partial b} = -\frac{g\, a}{b^2} = -g \frac{a / b}{b}
 
-    The gradient for ``b`` is one fused kernel. Integer inputs give float32 (``real_valued``).
+    The gradient for ``b`` is one fused kernel, never forming :math:`b^2` (it over- or
+    underflows where the gradient is finite: float32 a = b = 1e-24 gave -inf for -1e24).
+    Integer inputs give float32 (``real_valued``).
     """
 
     schema_v1 = OpSchema(name="div", input_arity=2, saved=("a", "b"), real_valued=True)
@@ -127,7 +129,7 @@ class DivBackward(BinaryOp):
         b = self.saved_tensor("b")
         return (
             g / b if needs_a else None,
-            -g * self.saved_tensor("a") / (b * b) if needs_b else None,
+            -g * ((self.saved_tensor("a") / b) / b) if needs_b else None,  # b * b: range
         )
 
 

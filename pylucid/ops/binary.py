@@ -9,6 +9,7 @@ sums them over the broadcast dimensions and casts them to each input's dtype.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -96,18 +97,26 @@ class PowBackward(BinaryOp):
         )
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        # The masks of grad_formula (b's: a == 0 and b >= 0, which the fused kernel reads
-        # from the result). The masked branches are computed at safe values (exponent 1,
-        # base 1), so that the zero gradient where() sends them does not become 0 * inf = nan.
+        # The masks and forms of grad_formula's kernels (pow_grad_a, pow_grad_b): a's
+        # gradient is 0 where b == 0, nan where the result is but a is not (a < 0 and b not
+        # an integer: b - 1 can round to an integer where b is not one), and (b / a) y where
+        # b a^(b-1) leaves the range but that does not; b's is masked where a == 0 and
+        # b >= 0. The masked branches are computed at safe values (exponent 1, base 1), so
+        # that the zero gradient where() sends them does not become 0 * inf = nan.
         needs_a, needs_b = self.needs_input_grad
-        a, b = self.saved_tensor("a"), self.saved_tensor("b")
+        a, b, y = self.saved_tensor("a"), self.saved_tensor("b"), self.saved_tensor("result")
         grad_a = grad_b = None
         if needs_a:
             flat = b == 0
-            grad_a = where(flat, 0.0, g * b * a ** where(flat, 1.0, b - 1))
+            slope = b * a ** where(flat, 1.0, b - 1)
+            in_range = slope.abs() < math.inf
+            rescaled = (b / where(in_range, 1.0, a)) * where(in_range, 1.0, y)
+            slope = where(in_range | ~(rescaled.abs() < math.inf), slope, rescaled)
+            fractional_power_of_a_negative = (y != y) & (a == a)
+            grad_a = where(flat, 0.0, where(fractional_power_of_a_negative, math.nan, g * slope))
         if needs_b:
             masked = where(a == 0, b >= 0, False)
-            slope = self.saved_tensor("result") * where(masked, 1.0, a).log()
+            slope = y * where(masked, 1.0, a).log()
             grad_b = g * where(masked, 0.0, slope)
         return grad_a, grad_b
 
@@ -134,9 +143,11 @@ class Atan2Backward(BinaryOp):
         \frac{\partial L}{\partial a} = \frac{g\, b}{a^2 + b^2}, \qquad
         \frac{\partial L}{\partial b} = -\frac{g\, a}{a^2 + b^2}
 
-    nan at the origin, as in PyTorch. On the numba backend float32 gradients are computed in
-    float64, so :math:`a^2 + b^2` cannot overflow. Integer and bool inputs give float32
-    (``real_valued``). AMP: PyTorch's autocast runs ``atan2`` in the widest input type (its
+    nan at the origin, as in PyTorch. Both backends (and the differentiable form) compute it
+    as a ratio, with :math:`m` the larger of :math:`a, b` in magnitude and :math:`r` the
+    smaller over it: :math:`g b / (a^2 + b^2) = ((b / m)\, g / (1 + r^2)) / m`, so
+    :math:`a^2 + b^2`, which over- or underflows where the gradient is finite, is never
+    formed. Integer and bool inputs give float32 (``real_valued``). AMP: PyTorch's autocast runs ``atan2`` in the widest input type (its
     "promote" list, not the lower-precision one), which is ``KEEP_INPUT`` here: autocast is
     ignored and the inputs are promoted as usual.
     """
@@ -162,10 +173,16 @@ class Atan2Backward(BinaryOp):
         )
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        # The fused kernels' ratio form: m the larger of a, b in magnitude, r the smaller
+        # over it; a^2 + b^2 leaves the range (or its precision) where the gradient does not.
         needs_a, needs_b = self.needs_input_grad
         a, b = self.saved_tensor("a"), self.saved_tensor("b")
-        norm = a * a + b * b
-        return (g * b / norm if needs_a else None, -g * a / norm if needs_b else None)
+        a_larger = abs(a) >= abs(b)
+        m = where(a_larger, a, b)
+        ra, rb = a / m, b / m
+        r = where(a_larger, rb, ra)
+        q = g / (1.0 + r * r)
+        return ((rb * q) / m if needs_a else None, -(ra * q) / m if needs_b else None)
 
 
 @tensor_method

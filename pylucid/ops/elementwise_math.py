@@ -19,6 +19,7 @@ autocast runs in the input's dtype.
 
 from __future__ import annotations
 
+from pylucid.ops.binary import where
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.unary import LN2, PointwiseOp
 from pylucid.ops.wrapping import unary_wrapper
@@ -248,13 +249,20 @@ class AtanBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \arctan x`; saves ``x``.
 
     .. math:: \frac{\partial L}{\partial x} = \frac{g}{1 + x^2}
+              = \frac{g / x}{x + 1 / x} \quad (|x| > 1)
+
+    the second form where :math:`|x| > 1`, where :math:`x^2` would overflow (float64 x = 1e155
+    gave 0, exact 1e-310); each branch is computed at safe values where it is not taken, so
+    that a higher derivative does not meet 0 times inf.
     """
 
     schema_v1 = OpSchema(name="atan", amp_policy=_KEEP, saved=("x",), real_valued=True)
 
     @staticmethod
     def gradient(x: Tensor, g: Tensor) -> Tensor:
-        return g / (1.0 + x * x)
+        large = abs(x) > 1.0
+        small, big = where(large, 0.0, x), where(large, x, 2.0)
+        return where(large, (g / big) / (big + 1.0 / big), g / (1.0 + small * small))
 
 
 class SinhBackward(PointwiseOp):
@@ -286,14 +294,16 @@ class CoshBackward(PointwiseOp):
 class TanhBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \tanh x`; saves the result ``y``.
 
-    .. math:: \frac{\partial L}{\partial x} = g\, (1 - y^2)
+    .. math:: \frac{\partial L}{\partial x} = g\, (1 - y^2) = g\, (1 - y)(1 + y)
+
+    (the product form: 1 - y^2 loses the bits of y^2 close to 1).
     """
 
     schema_v1 = OpSchema(name="tanh", amp_policy=_KEEP, saved=("result",), real_valued=True)
 
     @staticmethod
     def gradient(y: Tensor, g: Tensor) -> Tensor:
-        return g * (1.0 - y * y)
+        return g * ((1.0 - y) * (1.0 + y))
 
 
 exp = unary_wrapper(ExpBackward)

@@ -129,7 +129,9 @@ class LogBase(PointwiseOp):
         return (be.log_base_backward(x, g, self.ln_base, lo, self.shape, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
-        return (g / (self.saved_tensor("x") * self.ln_base),)
+        # (g / ln b) / x: x ln b overflows for x near float64's largest (log10 of 1e308 gave
+        # a gradient of 0, exact 4.3e-309)
+        return ((g * (1.0 / self.ln_base)) / self.saved_tensor("x"),)
 
 
 class Log2Backward(LogBase):
