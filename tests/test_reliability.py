@@ -248,6 +248,24 @@ def test_var_of_equal_huge_values_is_zero(dtype, device) -> None:
     assert np.all(x.grad.numpy() == 0.0)
 
 
+
+@pytest.mark.parametrize("dtype", [pl.float32, pl.float64], ids=["float32", "float64"])
+def test_std_gradient_of_the_largest_values_is_finite(dtype, device) -> None:
+    """(n - 1) std overflows where std is near the largest finite value; the gradient
+    g (x - mean) / ((n - 1) std) does not (PyTorch gives 0 and nan here). Reference: the same
+    values scaled down by 2^-900 (float64) / 2^-100 (float32) in float64 NumPy, for which
+    the gradient is scale-free. About 6 roundings (mean, x - mean, the std's sum, root and the
+    two divisions) at up to 1 ULP each: 8 eps."""
+    big = float(np.finfo(dtype.numpy).max)
+    values = np.array([big, -big, big / 2, 0.0])
+    x = pl.tensor(values, dtype=dtype, device=device, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x.std().backward()
+    scaled = values * 2.0 ** (-900 if dtype is pl.float64 else -100)
+    expected = (scaled - scaled.mean()) / (3 * scaled.std(ddof=1))
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=8 * np.finfo(dtype.numpy).eps)
+
 # -- gradients built as graphs (create_graph=True) ---------------------------------------------
 def _elementwise_differentiable_records() -> list:
     from pylucid.opinfo.elementwise import RECORDS

@@ -147,9 +147,10 @@ class Atan2Backward(BinaryOp):
     as a ratio, with :math:`m` the larger of :math:`a, b` in magnitude and :math:`r` the
     smaller over it: :math:`g b / (a^2 + b^2) = ((b / m)\, g / (1 + r^2)) / m`, so
     :math:`a^2 + b^2`, which over- or underflows where the gradient is finite, is never
-    formed. Integer and bool inputs give float32 (``real_valued``). AMP: PyTorch's autocast runs ``atan2`` in the widest input type (its
-    "promote" list, not the lower-precision one), which is ``KEEP_INPUT`` here: autocast is
-    ignored and the inputs are promoted as usual.
+    formed. Integer and bool inputs give float32 (``real_valued``). AMP: PyTorch's autocast
+    runs ``atan2`` in the widest input type (its "promote" list, not the lower-precision
+    one), which is ``KEEP_INPUT`` here: autocast is ignored and the inputs are promoted as
+    usual.
     """
 
     schema_v1 = OpSchema(

@@ -116,11 +116,12 @@ class MLXReduction:
     def std_backward(
         self, x: Any, result: Any, g: Any, axes: Axes, correction: float, dtype: DType
     ) -> Any:
-        """``g (x - mean) / ((n - correction) std)``, 0 where std = 0."""
+        """``g (x - mean) / ((n - correction) std)``, 0 where std = 0; divided in two steps,
+        as ``(n - correction) std`` overflows where the largest std does."""
         mx, s = self.mx, self._stream(dtype)
         x, result, g = self._operands(dtype, x, result, g)
         divisor = max(0.0, math.prod(x.shape[i] for i in axes) - correction)
-        k = mx.divide(g, mx.multiply(result, divisor, stream=s), stream=s)
+        k = mx.divide(mx.divide(g, divisor, stream=s), result, stream=s)
         k = mx.where(mx.equal(result, 0, stream=s), mx.zeros_like(k, stream=s), k, stream=s)
         return self._centered(x, k, axes, dtype)
 

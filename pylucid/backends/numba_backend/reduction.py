@@ -137,11 +137,12 @@ class NumbaReduction:
         correction: float,
         dtype: DType,
     ) -> np.ndarray:
-        """``g (x - mean) / ((n - correction) std)``, 0 where std = 0."""
+        """``g (x - mean) / ((n - correction) std)``, 0 where std = 0; divided in two steps,
+        as ``(n - correction) std`` overflows where the largest std does."""
         divisor = max(0.0, math.prod(x.shape[i] for i in axes) - correction)
         std = _per_row(result, dtype)
         with np.errstate(divide="ignore", invalid="ignore"):
-            k = np.where(std == 0, 0, _per_row(g, dtype) / (std * divisor)).astype(dtype.numpy)
+            k = np.where(std == 0, 0, _per_row(g, dtype) / divisor / std).astype(dtype.numpy)
         return self._centered(x, k, axes, dtype)
 
     def _centered(self, x: np.ndarray, k: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
