@@ -250,6 +250,20 @@ def test_an_expanded_view_refuses_before_changing_anything(device) -> None:
     assert a.tolist() == [1.0, 2.0] and a._version.value == 0
 
 
+
+def test_an_empty_expanded_view_takes_in_place_ops_as_in_pytorch(device) -> None:
+    """No element is written, so none is written twice: PyTorch allows it, so does pylucid."""
+    expanded = pl.zeros(1, 0, device=device).expand(3, 0)
+    expanded.add_(1.0)
+    expanded[:] = 5.0
+    expanded *= 2.0
+    assert expanded.shape == (3, 0) and expanded._version.value == 3
+    w = pl.zeros(1, 0, device=device, requires_grad=True)
+    target = pl.zeros(3, 0, device=device)
+    target.copy_(w.expand(3, 0))
+    target.sum().backward()
+    assert w.grad.shape == (1, 0)
+
 def test_a_read_only_array_refuses_before_changing_anything() -> None:
     values = np.array([1.0, 2.0])
     values.flags.writeable = False
