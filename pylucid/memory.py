@@ -184,14 +184,19 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         Writeable, C-contiguous and aligned as ``np.empty`` makes it; arrays of at least
         :data:`MIN_BYTES` are views of a pooled buffer (``base`` is the buffer).
     """
-    if not isinstance(dtype, np.dtype):
-        dtype = np.dtype(dtype)
-    if isinstance(shape, int):
+    if type(shape) is int:
         shape = (shape,)
-    nbytes = math.prod(shape) * dtype.itemsize
+    itemsize = _ITEMSIZES.get(dtype)
+    if itemsize is None:  # a dtype seen for the first time, or a scalar type
+        itemsize = _ITEMSIZES[dtype] = np.dtype(dtype).itemsize
+    nbytes = math.prod(shape) * itemsize
     if nbytes < MIN_BYTES:
         return np.empty(shape, dtype)
     return _POOL.take(nbytes)[:nbytes].view(dtype).reshape(shape)
+
+
+#: Bytes per element by dtype (or scalar type): :func:`empty` runs on every kernel call.
+_ITEMSIZES: dict[object, int] = {}
 
 
 def is_sole_view(array: np.ndarray) -> bool:

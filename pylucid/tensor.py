@@ -93,14 +93,20 @@ class Tensor:
 
     @classmethod
     def _make(
-        cls, storage: Any, backend: Backend, dtype: DType, requires_grad: bool = False
+        cls,
+        storage: Any,
+        backend: Backend,
+        dtype: DType,
+        requires_grad: bool = False,
+        shape: tuple[int, ...] | None = None,
     ) -> Tensor:
-        """Wrap backend storage (no copy). Internal: ops and factories call it."""
+        """Wrap backend storage (no copy). Internal: ops and factories call it; ``shape``,
+        where the caller knows it, saves asking the backend."""
         self = object.__new__(cls)
         self._storage = storage
         self._backend = backend
         self._dtype = dtype
-        self._shape = tuple(backend.shape(storage))
+        self._shape = tuple(backend.shape(storage)) if shape is None else shape
         self._requires_grad = False
         self._grad = None
         self.grad_fn = None

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pylucid.amp.autocast import autocast_dtype
 from pylucid.backends.base import Backend, Shape
 from pylucid.backends.half import reads_half_natively
 from pylucid.dtypes import DType, default_float, float32, promote_tiers, promote_types
@@ -27,7 +28,17 @@ from pylucid.graph.node import Node, SavedValues
 from pylucid.ops.schema import OpSchema, register_op, resolve_dtypes
 from pylucid.tensor import Tensor
 
-__all__ = ["VARIADIC", "Op", "UnaryOp", "BinaryOp", "ReduceOp", "broadcast_shapes", "sum_to"]
+__all__ = [
+    "VARIADIC",
+    "DispatchPlan",
+    "Op",
+    "UnaryOp",
+    "BinaryOp",
+    "ReduceOp",
+    "broadcast_shapes",
+    "dispatch_plan",
+    "sum_to",
+]
 
 #: ``OpSchema.input_arity`` of an op taking any number (at least one) of tensors, such as
 #: ``concatenate``: its class names one input, and input ``i`` is called ``name[i]`` in
@@ -78,10 +89,6 @@ def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> 
     return backend
 
 
-#: (op class, input dtypes) -> the op's compute_dtype for calls without parameters.
-_NATURAL_DTYPES: dict[tuple[type, tuple[DType, ...]], DType] = {}
-
-
 #: (op class, input dtypes, tiers) -> the dtypes :func:`_weakened` gives.
 _WEAKENED: dict[tuple[type, tuple[DType, ...], tuple[int, ...]], tuple[DType, ...]] = {}
 
@@ -104,6 +111,136 @@ def _weakened(
         )
         _WEAKENED[key] = weakened
     return weakened
+
+
+class DispatchPlan:
+    """What :meth:`Op.apply` decides from the inputs' backends, dtypes and shapes (and the
+    op's parameters and the autocast state) before it runs the op: computed once per
+    combination by :func:`dispatch_plan`, so that a repeated call - a training loop's -
+    only casts, dispatches and wraps.
+
+    Attributes
+    ----------
+    backend, target : Backend
+        Where the op runs, and the backend of its output (another for a device copy).
+    shape : tuple of int
+        The output's shape.
+    dtype : DType
+        The compute dtype (the node's ``dtype``).
+    run_dtype : DType
+        The dtype ``dispatch`` is asked for: ``dtype``, or the half input dtype of a
+        ``FORCE_FP32`` op on a backend that computes halves in float32 itself.
+    result_dtype : DType
+        The output's dtype.
+    casts : tuple of (DType or None)
+        Per input, the dtype its storage is cast to, or None where it goes as it is.
+    result_cast : DType or None
+        The dtype the dispatched storage is cast to, or None.
+    differentiable : bool
+        Whether a node may be recorded (the op has a gradient and a floating output).
+    check_allocation : bool
+        Whether the backend must check the output fits before the op runs (MLX).
+    input_shapes, input_dtypes : tuple
+        Of every input (a recorded node keeps them, to undo broadcasts and casts).
+    """
+
+    __slots__ = (
+        "backend",
+        "target",
+        "shape",
+        "dtype",
+        "run_dtype",
+        "result_dtype",
+        "casts",
+        "result_cast",
+        "differentiable",
+        "check_allocation",
+        "input_shapes",
+        "input_dtypes",
+    )
+
+    def __init__(self, cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any]) -> None:
+        schema = cls.schema_v1
+        labels = cls.input_labels(len(inputs))
+        backend = (
+            inputs[0]._backend if len(inputs) == 1 else _common_backend(schema.name, labels, inputs)
+        )
+        self.input_shapes = tuple([t._shape for t in inputs])
+        self.shape = cls.output_shape(self.input_shapes, **params)
+        dtypes = self.input_dtypes = tuple([t._dtype for t in inputs])
+        weak = cls.weak_scalars and not all([t._shape for t in inputs])
+        if weak:
+            dtypes = _weakened(cls, inputs, dtypes)
+        natural = cls.compute_dtype(dtypes, **params)
+        dtype, result_dtype = resolve_dtypes(schema.amp_policy, natural)
+        if weak and dtype.is_half:  # a number takes part at float32 precision (opmath)
+            dtype = float32
+        target = cls.result_backend(backend, **params) if params else backend
+        # FORCE_FP32 on half inputs, on a backend that reads halves natively: the inputs go
+        # uncast and - outside autocast, unless the backward needs the float32 result - the
+        # backend writes the half result itself (it computes a half dtype in float32 and
+        # rounds once); the node still records float32 as its compute dtype.
+        native = dtype is not natural and natural.is_half and reads_half_natively(backend)
+        self.casts = tuple(
+            None
+            if label in cls.uncast_inputs or t._dtype is dtype or (native and t._dtype is natural)
+            else dtype
+            for label, t in zip(labels, inputs)
+        )
+        run_dtype = (
+            natural
+            if native and result_dtype is natural and "result" not in schema.saved
+            else dtype
+        )
+        result_dtype = cls.result_dtype(result_dtype)
+        self.result_cast = None if result_dtype is cls.result_dtype(run_dtype) else result_dtype
+        self.backend, self.target = backend, target
+        self.dtype, self.run_dtype, self.result_dtype = dtype, run_dtype, result_dtype
+        self.differentiable = schema.differentiable and result_dtype.is_floating_point
+        self.check_allocation = target.allocates_lazily and not cls.returns_view
+
+
+#: The plans of :func:`dispatch_plan`, by call signature; emptied when it reaches
+#: :data:`PLAN_CACHE_SIZE` entries (a program's signatures are few; a loop over ever new
+#: shapes must not grow it without bound).
+_PLANS: dict[tuple, DispatchPlan] = {}
+PLAN_CACHE_SIZE = 4096
+#: Parameter values that identify a plan by value and type (anything else - an index plan,
+#: an array - is planned afresh at each call).
+_PLAIN_PARAMS = (int, float, bool, str, type(None), DType)
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return all([_plain(v) for v in value])
+    return isinstance(value, _PLAIN_PARAMS) or isinstance(value, Backend)
+
+
+def dispatch_plan(cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any]) -> DispatchPlan:
+    """The :class:`DispatchPlan` of a call of ``cls`` on ``inputs`` with ``params``, from the
+    cache where the call's signature was planned before.
+
+    The signature is everything the plan is a function of: the op, the autocast dtype, each
+    input's backend, dtype, shape and whether it is a lifted Python number, and the
+    parameters, each with its type (``exponent=2`` and ``exponent=2.0`` plan differently).
+    Invalid calls raise while planning and leave nothing in the cache.
+    """
+    key = [cls, autocast_dtype()]
+    for t in inputs:
+        key += (t._backend, t._dtype, t._shape, t._wrapped)
+    if params:
+        for name, value in params.items():
+            if not _plain(value):
+                return DispatchPlan(cls, inputs, params)
+            key += (name, type(value), value)
+    key = tuple(key)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = DispatchPlan(cls, inputs, params)
+        if len(_PLANS) >= PLAN_CACHE_SIZE:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
 
 
 class Op(Node):
@@ -142,6 +279,8 @@ class Op(Node):
     #: float32), and with a half result they take part at float32 precision, the result
     #: rounded once (``float16(0.853) * 70000.0`` is 59712, not inf).
     weak_scalars: ClassVar[bool] = False
+    #: ``schema_v1.saved`` as (name, input index, or None for the result), for recording.
+    _saved_inputs: ClassVar[tuple[tuple[str, int | None], ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -158,6 +297,10 @@ class Op(Node):
                     f"{cls.__name__}: schema says {schema.input_arity} inputs but the class "
                     f"names {len(cls.input_names)}: {cls.input_names}"
                 )
+            cls._saved_inputs = tuple(
+                (name, None if name == "result" else cls.input_names.index(name))
+                for name in schema.saved
+            )
             register_op(cls)
 
     @classmethod
@@ -226,99 +369,75 @@ class Op(Node):
     @classmethod
     def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
         """Run the op forward and, when gradients are needed, record its node."""
-        schema = cls.schema_v1
-        labels = cls.input_labels(len(inputs))
-        backend = (
-            inputs[0]._backend if len(inputs) == 1 else _common_backend(schema.name, labels, inputs)
-        )
-        shape = cls.output_shape([t._shape for t in inputs], **params)
-        dtypes = tuple([t._dtype for t in inputs])
-        weak = cls.weak_scalars and not all([t._shape for t in inputs])
-        if weak:
-            dtypes = _weakened(cls, inputs, dtypes)
-        if params:
-            natural = cls.compute_dtype(dtypes, **params)
-        else:  # a pure function of the class and the input dtypes: computed once per pair
-            natural = _NATURAL_DTYPES.get((cls, dtypes))
-            if natural is None:
-                natural = _NATURAL_DTYPES[cls, dtypes] = cls.compute_dtype(dtypes)
-        dtype, result_dtype = resolve_dtypes(schema.amp_policy, natural)
-        if weak and dtype.is_half:  # a number takes part at float32 precision (opmath)
-            dtype = float32
-        target = cls.result_backend(backend, **params) if params else backend
-        if target.allocates_lazily and not cls.returns_view:  # views allocate nothing
-            target.check_allocation(schema.name, shape, dtype)  # MLX dies where it would fail
-        # FORCE_FP32 on half inputs, on a backend that reads halves natively: the inputs go
-        # uncast and - outside autocast, unless the backward needs the float32 result - the
-        # backend writes the half result itself (it computes a half dtype in float32 and
-        # rounds once); the node still records float32 as its compute dtype.
-        native = dtype is not natural and natural.is_half and reads_half_natively(backend)
+        plan = dispatch_plan(cls, inputs, params)
+        backend = plan.backend
+        if plan.check_allocation:  # MLX allocates lazily and dies where it would fail
+            backend.check_allocation(cls.schema_v1.name, plan.shape, plan.dtype)
         storages = [
-            t._storage
-            if label in cls.uncast_inputs or (native and t.dtype is natural)
-            else backend.cast(t._storage, dtype)
-            for label, t in zip(labels, inputs)
+            t._storage if cast is None else backend.cast(t._storage, cast)
+            for t, cast in zip(inputs, plan.casts)
         ]
-        run_dtype = (
-            natural
-            if native and result_dtype is natural and "result" not in schema.saved
-            else dtype
-        )
-        out = cls.dispatch(backend, *storages, shape=shape, dtype=run_dtype, **params)
-        result_dtype = cls.result_dtype(result_dtype)
-        result_storage = (
-            out if result_dtype is cls.result_dtype(run_dtype) else backend.cast(out, result_dtype)
-        )
-        result = Tensor._make(result_storage, target, result_dtype)
-        if (
-            schema.differentiable
-            and result.dtype.is_floating_point
-            and is_grad_enabled()
-            and any([t._requires_grad for t in inputs])
-        ):
-            for label, t in zip(labels, inputs):
-                if t._is_inference and label in schema.saved:
-                    raise RuntimeError(
-                        f"{schema.name}: {label} is an inference tensor (created under "
-                        f"inference_mode), which cannot be saved for backward; make it with "
-                        f"grad mode on, or clone it outside inference_mode"
-                    )
-            node = cls()
-            node._record(backend, inputs, storages, out, result, dtype, params)
-            result._set_grad_fn(node)
+        out = cls.dispatch(backend, *storages, shape=plan.shape, dtype=plan.run_dtype, **params)
+        result_storage = out if plan.result_cast is None else backend.cast(out, plan.result_cast)
+        result = Tensor._make(result_storage, plan.target, plan.result_dtype, shape=plan.shape)
+        if plan.differentiable and is_grad_enabled():
+            for t in inputs:
+                if t._requires_grad:
+                    cls._record_node(inputs, storages, out, result, plan, params)
+                    break
         if cls.returns_view and cls.makes_view(backend, inputs[0], out, **params):
             result._alias(inputs[0], (cls, params))
         return result
 
-    def _record(
-        self,
-        backend: Backend,
+    @classmethod
+    def _record_node(
+        cls,
         inputs: Sequence[Tensor],
         storages: Sequence[Any],
         out: Any,
         result: Tensor,
-        dtype: DType,
+        plan: DispatchPlan,
+        params: dict[str, Any],
+    ) -> None:
+        saved = cls.schema_v1.saved
+        if saved:
+            for label, t in zip(cls.input_labels(len(inputs)), inputs):
+                if t._is_inference and label in saved:
+                    raise RuntimeError(
+                        f"{cls.schema_v1.name}: {label} is an inference tensor (created under "
+                        f"inference_mode), which cannot be saved for backward; make it with "
+                        f"grad mode on, or clone it outside inference_mode"
+                    )
+        node = cls.__new__(cls)
+        node._record(inputs, storages, out, result, plan, params)
+        result.grad_fn, result._requires_grad = node, True
+
+    def _record(
+        self,
+        inputs: Sequence[Tensor],
+        storages: Sequence[Any],
+        out: Any,
+        result: Tensor,
+        plan: DispatchPlan,
         params: dict[str, Any],
     ) -> None:
         self.pre_hooks = []
         if params:
             self.__dict__.update(params)
-        self.backend = backend
-        self.shape, self.dtype, self.output_dtype = result._shape, dtype, result._dtype
-        self.rounded_result = result._storage is not out
-        self.input_shapes = tuple([t._shape for t in inputs])
-        self.input_dtypes = tuple([t._dtype for t in inputs])
+        self.backend = plan.backend
+        self.shape, self.dtype, self.output_dtype = plan.shape, plan.dtype, plan.result_dtype
+        self.rounded_result = plan.result_cast is not None
+        self.input_shapes, self.input_dtypes = plan.input_shapes, plan.input_dtypes
         edges = tuple([t._grad_edge() if t._requires_grad else None for t in inputs])
         self.next_edges = edges
         self.needs_input_grad = tuple([edge is not None for edge in edges])
         if is_anomaly_enabled():  # where the op was called, for anomaly reports
             self.creation_site = creation_site()
         values, tensors, counters = {}, {}, {}
-        for name in self.schema_v1.saved:
-            if name == "result":
+        for name, index in self._saved_inputs:
+            if index is None:  # the result
                 values[name], counters[name] = out, result._version
             else:
-                index = self.input_names.index(name)
                 values[name], tensors[name] = storages[index], inputs[index]
                 counters[name] = inputs[index]._version
         self.saved = SavedValues(self.name, values, tensors, counters)

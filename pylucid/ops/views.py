@@ -31,6 +31,7 @@ import numpy as np
 from pylucid.backends.base import Shape
 from pylucid.dtypes import int64
 from pylucid.graph.grad_mode import enable_grad
+from pylucid.ops.base import DispatchPlan
 from pylucid.ops.indexing import GetitemBackward, IndexPlan, SetitemBackward, plan_index
 from pylucid.tensor import Tensor
 
@@ -138,15 +139,9 @@ def rebase(x: Tensor, result: Tensor) -> None:
     steps = x._view_steps[len(x._view_steps) - x._grad_depth :]
     node = SetitemBackward()
     params = {"plan": _plan(base._shape, steps, x._shape), "writes": None}
-    node._record(
-        base._backend,
-        [base, result],
-        [base._storage, result._storage],
-        base._storage,
-        base,
-        base._dtype,
-        params,
-    )
+    inputs = [base, result]
+    plan = DispatchPlan(SetitemBackward, inputs, params)
+    node._record(inputs, [base._storage, result._storage], base._storage, base, plan, params)
     base._set_grad_fn(node)
     _regenerate(base)
 

@@ -62,8 +62,14 @@ def require_tensor(op: str, name: str, value: Any) -> Tensor:
     return value
 
 
+#: The types of a Python or NumPy number.
+_NUMBER_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
+#: What an operator takes beside a Tensor: a number or a NumPy array (or a Tensor subclass).
+_OPERANDS = (Tensor, np.ndarray, *_NUMBER_TYPES)
+
+
 def is_number(value: Any) -> bool:
-    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
+    return isinstance(value, _NUMBER_TYPES)
 
 
 def lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
@@ -94,6 +100,18 @@ def lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
             f"{op}: expected a Tensor, a NumPy array or a Python number for {name}, got "
             f"{type(value).__name__}"
         )
+    key = (value, type(value), like._dtype, like._backend)
+    wrapped = _NUMBERS.get(key) if value else None  # (0.0 == -0.0: zeros are not kept)
+    if wrapped is None:
+        wrapped = _wrap_number(op, name, value, like)
+        if value and not wrapped._is_inference:  # (an inference tensor cannot be saved)
+            if len(_NUMBERS) >= NUMBER_CACHE_SIZE:
+                _NUMBERS.clear()
+            _NUMBERS[key] = wrapped
+    return wrapped
+
+
+def _wrap_number(op: str, name: str, value: Any, like: Tensor) -> Tensor:
     dtype, stored = _lifted_dtypes(like.dtype, type(value))
     if stored.is_floating_point:
         if stored is float32 and abs(value) > _FLOAT32_MAX:  # (False for nan)
@@ -111,6 +129,11 @@ def lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
     return wrapped
 
 
+#: Lifted numbers by (value, type, the other operand's dtype, backend): a loop's constants
+#: (``y * 3.0 + 2.0``) are lifted once. The tensors are internal - never handed to the
+#: user, never changed in place - so one can serve every op that uses its number.
+_NUMBERS: dict[tuple, Tensor] = {}
+NUMBER_CACHE_SIZE = 1024
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _INTEGER_RANGES = {
     d: (int(np.iinfo(d.numpy).min), int(np.iinfo(d.numpy).max)) for d in (int32, int64)
@@ -138,7 +161,10 @@ def binary(op_class: type[Op], a: TensorLike, b: TensorLike) -> Tensor:
             f"{type(b).__name__}"
         )
     like = a if isinstance(a, Tensor) else b
-    return op_class.apply(lift(name, "a", a, like), lift(name, "b", b, like))
+    return op_class.apply(
+        a if type(a) is Tensor else lift(name, "a", a, like),
+        b if type(b) is Tensor else lift(name, "b", b, like),
+    )
 
 
 def unary_wrapper(op_class: type[Op]) -> Callable[[Tensor], Tensor]:
@@ -221,7 +247,7 @@ def _reflected(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tens
 
 def _operator(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
     def operator(self: Tensor, other: Any) -> Any:
-        if not isinstance(other, (Tensor, np.ndarray)) and not is_number(other):
+        if type(other) is not Tensor and not isinstance(other, _OPERANDS):
             return NotImplemented
         return fn(self, other)
 
