@@ -31,6 +31,7 @@ from pylucid.graph import (
     no_grad,
     set_grad_enabled,
 )
+from pylucid.kernels.parallel import get_num_threads, set_num_threads
 from pylucid.ops import FAMILIES as _OP_FAMILIES
 from pylucid.ops.activations import *  # noqa: F403
 from pylucid.ops.arithmetic import *  # noqa: F403
@@ -74,6 +75,7 @@ __all__ = [
     "float64",
     "from_numpy",
     "full",
+    "get_num_threads",
     "graph",
     "inference_mode",
     "int32",
@@ -88,6 +90,7 @@ __all__ = [
     "rand",
     "randn",
     "set_grad_enabled",
+    "set_num_threads",
     "tensor",
     "zeros",
     "zeros_like",

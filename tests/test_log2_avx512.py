@@ -20,7 +20,7 @@ import pytest
 
 import pylucid as pl
 from pylucid.kernels import log2_avx512 as kernel
-from pylucid.kernels.loops import PARALLEL_THRESHOLD_HEAVY
+from pylucid.kernels.log2_avx512 import PARALLEL_THRESHOLD_LOG2
 
 #: The tests that run the kernels; the typing test compiles them on any CPU.
 needs_avx512 = pytest.mark.skipif(
@@ -117,7 +117,7 @@ def test_specials_anywhere_in_a_chunk(
 @needs_avx512
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_serial_and_parallel_loops_agree(rng: np.random.Generator, dtype) -> None:
-    x = np.exp(rng.uniform(-80, 80, 4 * PARALLEL_THRESHOLD_HEAVY + 7)).astype(dtype)
+    x = np.exp(rng.uniform(-80, 80, 4 * PARALLEL_THRESHOLD_LOG2 + 7)).astype(dtype)
     x[::997] = np.resize(specials(dtype), x[::997].size)
     serial, parallel = np.empty_like(x), np.empty_like(x)
     kernel._serial(x, serial)
@@ -145,7 +145,7 @@ def test_streaming_stores_with_any_output_alignment(
     """Outputs from STREAMING_BYTES on are written by a scalar head up to a 64-byte boundary,
     then with streaming stores: the result must not depend on where the output starts."""
     monkeypatch.setattr(kernel, "STREAMING_BYTES", 1 << 16)
-    x = np.exp(rng.uniform(-80, 80, 5 * PARALLEL_THRESHOLD_HEAVY + 3)).astype(dtype)
+    x = np.exp(rng.uniform(-80, 80, 5 * PARALLEL_THRESHOLD_LOG2 + 3)).astype(dtype)
     x[kernel.CHUNK + 5] = 0.0  # one chunk through the careful path
     backing = np.empty(x.size + 8, dtype)
     out = backing[offset : offset + x.size]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pylucid as pl
-from pylucid.kernels.loops import PARALLEL_THRESHOLD
+from pylucid.kernels.reduction import PARALLEL_THRESHOLD_ROWS
 from pylucid.ops import AmpPolicy
 
 FORCE, KEEP = AmpPolicy.FORCE_FP32, AmpPolicy.KEEP_INPUT
@@ -330,7 +330,7 @@ def test_large_inputs_take_the_parallel_rows(
     device: str, shape_axis: tuple, rng: np.random.Generator
 ) -> None:
     shape, axis = shape_axis
-    assert np.prod(shape) >= PARALLEL_THRESHOLD
+    assert np.prod(shape) >= PARALLEL_THRESHOLD_ROWS
     x_np = rng.uniform(-30, 30, size=shape).astype(np.float32)
     x64 = x_np.astype(np.float64)
     x = pl.tensor(x_np, device=device)

@@ -44,6 +44,7 @@ built and the polynomials fitted by ``benchmarks/log2_avx512_tables.py``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numba
@@ -57,9 +58,18 @@ from numba.core.extending import intrinsic, overload
 from pylucid import memory
 from pylucid.kernels import simd_math
 from pylucid.kernels.jit import njit
-from pylucid.kernels.loops import PARALLEL_THRESHOLD_HEAVY, ElementwiseKernel
+from pylucid.kernels.loops import ElementwiseKernel
+from pylucid.kernels.parallel import parallel_threshold
 
-__all__ = ["AVAILABLE", "CHUNK", "FLOAT32", "FLOAT64", "Log2Kernel", "log2"]
+__all__ = [
+    "AVAILABLE",
+    "CHUNK",
+    "FLOAT32",
+    "FLOAT64",
+    "PARALLEL_THRESHOLD_LOG2",
+    "Log2Kernel",
+    "log2",
+]
 
 #: Elements per chunk: the unit of the parallel loop and of the special-value check.
 CHUNK = 4096
@@ -424,19 +434,24 @@ def _parallel_streaming(x, out):
         _chunk_streaming(x, out, c * CHUNK, min(x.size, (c + 1) * CHUNK))
 
 
+#: Elements from which log2 runs in parallel (:mod:`pylucid.kernels.parallel`).
+PARALLEL_THRESHOLD_LOG2 = parallel_threshold("log2_avx512")
+
+
 def log2(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``log2`` of a C-contiguous float32 or float64 array into ``out`` (new if None).
 
-    Only where :data:`AVAILABLE`; serial below ``PARALLEL_THRESHOLD_HEAVY`` elements, and
-    with streaming stores from :data:`STREAMING_BYTES` of output (after a scalar head that
-    aligns the rest of ``out`` to 64 bytes).
+    Only where :data:`AVAILABLE`; serial below its parallel threshold (the work of
+    :mod:`pylucid.kernels.parallel` at its cost), and with streaming stores from
+    :data:`STREAMING_BYTES` of output (after a scalar head that aligns the rest of ``out``
+    to 64 bytes).
     """
     result = memory.empty(x.shape, x.dtype) if out is None else out
     if x.ndim == 1:  # already flat: skip the reshapes (a tiny op's main cost here)
         flat_x, flat_out = x, result
     else:
         flat_x, flat_out = x.reshape(-1), result.reshape(-1)
-    if x.size < PARALLEL_THRESHOLD_HEAVY:
+    if x.size < PARALLEL_THRESHOLD_LOG2:
         _serial(flat_x, flat_out)
     elif result.nbytes < STREAMING_BYTES or result.ctypes.data % result.itemsize:
         _parallel(flat_x, flat_out)
@@ -465,9 +480,20 @@ class Log2Kernel:
         out: np.ndarray | None = None,
     ) -> np.ndarray:
         """``log2(x)`` into a new (or the given) array of ``shape``; ``x`` is C-contiguous."""
+        return self.run((x,), shape, out_dtype, out)
+
+    def run(
+        self,
+        operands: Sequence[np.ndarray | np.generic],
+        shape: tuple[int, ...],
+        out_dtype: np.dtype,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """:meth:`__call__` with positional arguments, as ``ElementwiseKernel.run``."""
+        (x,) = operands
         if AVAILABLE and type(x) is np.ndarray and x.dtype == out_dtype in _NUMPY_FORMATS:
             return log2(x, out)
-        return self.generic(x, shape=shape, out_dtype=out_dtype, out=out)
+        return self.generic.run(operands, shape, out_dtype, out)
 
     def __repr__(self) -> str:
         return f"Log2Kernel(avx512={AVAILABLE}, generic={self.generic!r})"

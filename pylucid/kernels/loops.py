@@ -3,8 +3,9 @@
 :func:`elementwise` takes a scalar function of one, two or three numbers (a
 ``numba.extending.register_jitable`` or ``overload``-typed function, so that it is pickled by
 reference and the generated loops can be cached) and returns an :class:`ElementwiseKernel`
-that runs it over contiguous arrays: a serial loop below :data:`PARALLEL_THRESHOLD` elements,
-a ``prange`` loop above it. Forward kernels are unary (``x -> f(x)``); fused backward kernels
+that runs it over contiguous arrays: a serial loop below its parallel threshold (the
+element count of 2 ms of estimated work, :mod:`pylucid.kernels.parallel`), a ``prange``
+loop above it. Forward kernels are unary (``x -> f(x)``); fused backward kernels
 are binary (``(x, g) -> df``) or ternary, and read each input once and write once.
 
 float16 and bfloat16 operands and outputs go through ``uint16`` views: each loop reads an
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numba
@@ -34,17 +35,16 @@ from numba.extending import overload, register_jitable
 from pylucid import memory
 from pylucid.kernels import half
 from pylucid.kernels.jit import njit
+from pylucid.kernels.parallel import parallel_threshold
 
 __all__ = ["PARALLEL_THRESHOLD", "PARALLEL_THRESHOLD_HEAVY", "ElementwiseKernel", "elementwise"]
 
-#: Element count from which the ``prange`` loop of a memory-bound kernel (add, mul, relu:
-#: under 1 ns per element) runs instead of the serial one. Measured on 2 cores (float32 add):
-#: serial/parallel = 0.67 at 2^14, 0.90 at 2^15, 1.20 at 2^16, 1.84 at 2^17 elements; waking
-#: the second thread costs about 2 us.
-PARALLEL_THRESHOLD = 1 << 16
-#: The same for compute-bound kernels (log, exp, trigonometry: several ns per element):
-#: serial/parallel = 0.83 at 2^12, 1.47 at 2^14 elements (log2 and exp alike).
-PARALLEL_THRESHOLD_HEAVY = 1 << 13
+#: Element count from which the ``prange`` loop of a memory-bound kernel (add, mul, relu)
+#: runs instead of the serial one; the parallel policy (:mod:`pylucid.kernels.parallel`)
+#: derives it from the kernel's cost per element.
+PARALLEL_THRESHOLD = parallel_threshold("memory")
+#: The same for compute-bound kernels (log, exp, trigonometry: several ns per element).
+PARALLEL_THRESHOLD_HEAVY = parallel_threshold("transcendental")
 
 _JIT = {"cache": True, "error_model": "numpy", "nogil": True}
 
@@ -164,12 +164,24 @@ class ElementwiseKernel:
         out: np.ndarray | None = None,
     ) -> np.ndarray:
         """Apply the scalar function elementwise into a new (or the given) array of ``shape``."""
+        return self.run(operands, shape, out_dtype, out)
+
+    def run(
+        self,
+        operands: Sequence[np.ndarray | np.generic],
+        shape: tuple[int, ...],
+        out_dtype: np.dtype,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """:meth:`__call__` with positional arguments (cheaper: backends call it per op)."""
         for a in operands:  # 16-bit arrays are rare: one cheap test each on the common path
             if type(a) is np.ndarray and a.itemsize == 2:
                 return self._call_half(operands, shape, out_dtype, out)
         if out is None:
+            if out_dtype.itemsize == 2:
+                return self._call_half(operands, shape, out_dtype, out)
             out = memory.empty(shape, out_dtype)
-        if out.itemsize == 2:
+        elif out.itemsize == 2:
             return self._call_half(operands, shape, out_dtype, out)
         loop = self._parallel if out.size >= self.parallel_threshold else self._serial
         if len(shape) == 1:  # already flat: skip the reshapes (a tiny op's main cost here)

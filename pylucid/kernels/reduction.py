@@ -5,8 +5,8 @@ rows are the slices being reduced (the backend moves the reduced axes last). Eac
 jitable function of one row - a 1-D view ``x`` of length ``n``, the per-row values of other
 operands (a number each), and for maps the output row - and :func:`row_map` /
 :func:`row_reduce` generate its serial loop over rows and its ``prange`` loop, used from
-:data:`~pylucid.kernels.loops.PARALLEL_THRESHOLD` elements on. The softmax family also has
-column functions, for an axis that is not last (see below).
+the row kernels' parallel threshold on (:mod:`pylucid.kernels.parallel`). The softmax
+family also has column functions, for an axis that is not last (see below).
 
 The row sums (:func:`_sum`, :func:`_dot`, :func:`_sum_sq_dev`) keep eight independent
 float64 partial sums, without any fast-math licence: the lanes break the latency chain of
@@ -34,9 +34,10 @@ from numba.extending import overload, register_jitable
 
 from pylucid.kernels import simd_math
 from pylucid.kernels.jit import njit
-from pylucid.kernels.loops import PARALLEL_THRESHOLD
+from pylucid.kernels.parallel import parallel_threshold
 
 __all__ = [
+    "PARALLEL_THRESHOLD_ROWS",
     "RowKernel",
     "extremum_backward_row",
     "log_softmax_backward_cols",
@@ -517,6 +518,10 @@ def _reduce_loops(f: Callable, arity: int) -> tuple[Callable, Callable]:
     return njit(**_JIT)(serial), njit(parallel=True, **_JIT)(parallel)
 
 
+#: Elements from which a row kernel runs its ``prange`` loop (:mod:`pylucid.kernels.parallel`).
+PARALLEL_THRESHOLD_ROWS = parallel_threshold("row")
+
+
 class RowKernel:
     """Serial and ``prange`` loops over the slices along the first axis of an array.
 
@@ -534,7 +539,7 @@ class RowKernel:
 
     def __call__(self, *operands: np.ndarray | np.generic, out: np.ndarray) -> np.ndarray:
         first = operands[0]
-        big = first.size >= PARALLEL_THRESHOLD and first.shape[0] > 1
+        big = first.size >= PARALLEL_THRESHOLD_ROWS and first.shape[0] > 1
         (self._parallel if big else self._serial)(*operands, out)
         return out
 

@@ -50,8 +50,12 @@ def _operand(a: np.ndarray | float, shape: Shape, dtype: np.dtype) -> np.ndarray
     ``dtype`` is the compute dtype; a float16 or bfloat16 array where it is float32 stays as
     it is (the kernel converts its elements as it reads them), a one-element one becomes a
     float32 scalar."""
-    if type(a) is np.ndarray and a.dtype is dtype and a.shape == shape and a.size != 1:
-        return np.ascontiguousarray(a)  # the common case, decided in four cheap tests
+    if type(a) is np.ndarray and a.dtype is dtype:  # the common cases, in cheap tests
+        if a.size != 1:
+            if a.shape == shape:
+                return np.ascontiguousarray(a)
+        elif a.ndim < 2:  # a lifted number (0-d), or a tensor of shape (1,)
+            return a[()] if a.ndim == 0 else a[0]
     if not isinstance(a, np.ndarray):
         return dtype.type(a)
     if a.dtype != dtype:
@@ -100,7 +104,7 @@ class NumbaCore:
             "numpy": np.__version__,
             "threads": str(numba.get_num_threads()),
             "threading_layer": numba.config.THREADING_LAYER,
-            "parallel_threshold": str(PARALLEL_THRESHOLD),
+            "parallel_threshold": f"{PARALLEL_THRESHOLD} elements (memory-bound loops)",
         }
 
     # -- conversion -------------------------------------------------------------------------
@@ -117,6 +121,8 @@ class NumbaCore:
         return as_dtype(storage.dtype)
 
     def full(self, shape: Shape, value: float, dtype: DType) -> np.ndarray:
+        if shape == ():  # a lifted number: np.array takes a sixth of np.full's time
+            return np.array(value, dtype=dtype.numpy)
         return np.full(shape, value, dtype=dtype.numpy)
 
     def cast(self, a: np.ndarray, dtype: DType) -> np.ndarray:
@@ -164,13 +170,14 @@ class NumbaCore:
         return self._nary(kernel, (a,), shape, dtype)
 
     def _nary(self, kernel, operands, shape, dtype, *scalars):
-        compute = compute_dtype(dtype).numpy
-        if _fortran_ordered(operands, shape):
+        compute = _FLOAT32 if dtype.is_half else dtype.numpy
+        if len(shape) > 1 and _fortran_ordered(operands, shape):
             transposed = tuple(_transposed(a) for a in operands)
             return self._nary(kernel, transposed, shape[::-1], dtype, *scalars).T
         args = [_operand(a, shape, compute) for a in operands]
-        args += [compute.type(s) for s in scalars]
-        return kernel(*args, shape=shape, out_dtype=dtype.numpy)
+        if scalars:
+            args += [compute.type(s) for s in scalars]
+        return kernel.run(args, shape, dtype.numpy)
 
     @handles_halves
     def log2(self, a, shape, dtype):
