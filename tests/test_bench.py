@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numba
 import numpy as np
@@ -14,7 +15,7 @@ import pylucid as pl
 from pylucid import bench
 from pylucid.__main__ import main
 from pylucid.bench import cli as bench_cli
-from pylucid.bench import report
+from pylucid.bench import programs, report
 from pylucid.bench.jit_cost import run_probe
 
 # A batch of 2 ms and two repeats: enough to exercise the timer, not to time anything.
@@ -203,3 +204,177 @@ def test_half_cases_compute_what_numpy_computes() -> None:
         autocast = calls["pylucid.autocast"]()
         assert autocast.dtype is pl.float32
         assert np.array_equal(autocast.numpy().astype(want.dtype).view("u2"), want.view("u2"))
+
+
+# ---- program scenarios -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def programs_doc() -> dict:
+    """Only the program scenarios, same process, pylucid only."""
+    return bench.run(tiny_config(cases=False, impls=("pylucid",)))
+
+
+@pytest.fixture(scope="module")
+def contention() -> dict:
+    """The contention check with one fresh process and no loaded comparison."""
+    return programs.run_contention(TINY_TIMER, fresh_processes=1, peers=())
+
+
+def check_program_row(row: dict, scenario: str, library: str) -> None:
+    info = programs.SCENARIOS[scenario]
+    assert (row["scenario"], row["library"]) == (scenario, library)
+    assert (row["unit"], row["ops_per_call"]) == (info.unit, info.ops_per_call)
+    assert positive_finite(row["median_s"]) and row["min_s"] <= row["median_s"]
+    assert row["number"] >= 1 and row["repeats"] == len(row["samples_s"]) == TINY_TIMER.repeats
+
+
+def test_programs_document(programs_doc: dict) -> None:
+    doc = programs_doc
+    assert doc["schema"] == bench.SCHEMA
+    assert doc["bandwidth"] is None and doc["results"] == [] and doc["jit"] is None
+    section = doc["programs"]
+    assert section["modes"] == ["same_process"] and section["libraries"] == ["pylucid"]
+    assert section["errors"] == [] and section["skipped"] == {}
+    assert section["isolated"] is None and section["contention"] is None
+    assert list(section["scenarios"]) == list(programs.SCENARIOS)
+    assert section["scenarios"]["chain_forward"]["ops_per_call"] == programs.CHAIN_OPS == 150
+    assert [r["scenario"] for r in section["same_process"]] == list(programs.SCENARIOS)
+    for row in section["same_process"]:
+        check_program_row(row, row["scenario"], "pylucid")
+        assert row["time_over_torch"] is None
+    busy = doc["busy"]
+    assert set(busy) == {"load_average_start", "load_average_end", "threshold", "busy", "warning"}
+    assert busy["threshold"] == bench.runner.BUSY_LOAD_PER_CPU * os.cpu_count()
+    assert json.loads(json.dumps(doc, allow_nan=False)) == doc
+
+
+# The other libraries of the programs, and the module each is imported as.
+PEERS = pytest.mark.parametrize(
+    ("library", "module_name"), [("torch", "torch"), ("mlx", "mlx.core")], ids=["torch", "mlx"]
+)
+
+
+@PEERS
+def test_programs_compute_what_pylucid_computes(library: str, module_name: str) -> None:
+    module = pytest.importorskip(module_name, reason=f"{library} is not installed: optional")
+    # Each call of a step updates the parameters: the second call checks the update too.
+    for scenario in programs.SCENARIOS:
+        want = programs.build_program(scenario, "pylucid")
+        got = programs.build_program(scenario, library, module)
+        want_values = [want().item() for _ in range(2)]
+        assert [got().item() for _ in range(2)] == pytest.approx(want_values, rel=1e-5), scenario
+
+
+@PEERS
+def test_programs_time_each_library(library: str, module_name: str) -> None:
+    module = pytest.importorskip(module_name, reason=f"{library} is not installed: optional")
+    modules = {"pylucid": pl, library: module}
+    rows, errors = programs.time_scenarios(programs.SCENARIOS, modules, 1, TINY_TIMER)
+    assert errors == []
+    for scenario in programs.SCENARIOS:
+        for name in modules:
+            row = next(r for r in rows if (r["scenario"], r["library"]) == (scenario, name))
+            check_program_row(row, scenario, name)
+            assert (row["time_over_torch"] is None) == (library != "torch")
+
+
+def test_isolated_worker_imports_only_its_library() -> None:
+    rows, errors = programs.time_isolated(["chain_forward"], ["pylucid"], 1, TINY_TIMER)
+    assert errors == [] and len(rows) == 1
+    check_program_row(rows[0], "chain_forward", "pylucid")
+    process = rows[0]["process"]
+    assert process["pid"] != os.getpid() and process["imported"] == []
+
+
+def test_isolated_worker_reports_its_failure() -> None:
+    rows, errors = programs.time_isolated(["chain_forward"], ["no_such_library"], 1, TINY_TIMER)
+    assert rows == [] and len(errors) == 1
+    assert errors[0]["mode"] == "isolated" and "unknown libraries" in errors[0]["error"]
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_competitor_is_killed_when_the_block_ends() -> None:
+    with programs.competitor() as process:
+        assert process.poll() is None and not gone(process.pid)
+    assert process.returncode is not None and gone(process.pid)
+    with pytest.raises(RuntimeError, match="measurement failed"):
+        with programs.competitor() as process:
+            raise RuntimeError("measurement failed")
+    assert process.returncode is not None and gone(process.pid)
+
+
+def test_contention_check(contention: dict) -> None:
+    ops = list(programs.CONTENTION_OPS)
+    assert list(contention["ops"]) == ops and contention["errors"] == []
+    assert contention["competitor"]["returncode"] is not None
+    assert gone(contention["competitor"]["pid"])
+    assert contention["fresh_processes"] == len(contention["processes"]) == 1
+    for answer in (contention["in_process"], *contention["processes"]):
+        assert list(answer["ops"]) == ops and answer["errors"] == {}
+        assert answer["threads_default"] >= 1 and answer["peers"] == []
+        for row in answer["ops"].values():
+            assert positive_finite(row["default_s"]) and positive_finite(row["one_thread_s"])
+            assert row["ratio"] == pytest.approx(row["default_s"] / row["one_thread_s"])
+    assert contention["processes"][0]["process"]["pid"] != os.getpid()
+    assert contention["worst"] == contention["processes"][0]["ops"]
+    assert contention["ratio_target"] == programs.RATIO_TARGET
+    assert isinstance(contention["ratio_met"], bool)
+    loaded = contention["libraries_loaded"]
+    assert loaded["skipped"] and loaded["ops"] == {} and loaded["met"] is None
+    # this process's thread count is restored
+    assert programs.get_pylucid_threads() == contention["in_process"]["threads_default"]
+    assert json.loads(json.dumps(contention, allow_nan=False)) == contention
+
+
+def test_contention_compares_a_process_with_mlx_loaded() -> None:
+    pytest.importorskip("mlx.core", reason="MLX is not installed: the comparison is optional")
+    section = programs.run_contention(TINY_TIMER, fresh_processes=1, peers=("mlx",))
+    loaded = section["libraries_loaded"]
+    assert loaded["skipped"] is None and loaded["peers"] == ["mlx"]
+    (process,) = loaded["processes"]
+    assert process["peers"] == ["mlx"] and process["process"]["imported"] == ["mlx"]
+    assert list(loaded["ops"]) == list(programs.CONTENTION_OPS)
+    for row in loaded["ops"].values():
+        assert row["ratio"] == pytest.approx(row["with_s"] / row["without_s"])
+    assert isinstance(loaded["met"], bool) and loaded["tolerance"] == programs.LOADED_TOLERANCE
+
+
+def test_busy_check() -> None:
+    cpus = os.cpu_count()
+    idle = bench.busy_check([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    assert idle["busy"] is False and idle["warning"] is None
+    busy = bench.busy_check([0.0, 0.0, 0.0], [cpus, 0.0, 0.0])
+    assert busy["busy"] is True and "busy" in busy["warning"]
+    assert bench.busy_check(None, None)["busy"] is None
+
+
+def test_programs_report_renders(programs_doc: dict, contention: dict, tmp_path, capsys) -> None:
+    doc = json.loads(json.dumps(programs_doc))
+    doc["programs"]["contention"] = contention
+    doc["busy"] = bench.busy_check([1e3, 0.0, 0.0], None)
+    text = report.text(doc)
+    assert text.startswith("WARNING: the machine was busy")
+    assert "Programs, all libraries in one process" in text and "softmax_regression" in text
+    assert "Contention" in text and "worst ratio (<= 1.5)" in text
+    assert "copy bandwidth" not in text.lower()
+    md = report.markdown(doc, "min")
+    assert "**Warning:**" in md and "| scenario | per | pylucid | pylucid/torch |" in md
+    assert "| op | ratio, this process" in md
+    path = report.write_json(doc, tmp_path / "bench.json")
+    assert main(["bench", "--load", str(path), "--no-plot"]) == 0
+    assert "chain_forward_backward" in capsys.readouterr().out
+
+
+def test_cli_program_flags(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "--programs", "--no-programs"])
+    assert main(["bench", "--no-programs", "--contention", "--no-plot"]) == 2
+    assert "need the programs" in capsys.readouterr().err

@@ -11,20 +11,33 @@ every case (:mod:`.cases`: each unary elementwise op of the op database, forward
 and forward+backward through the graph, for each dtype and size; float16 and bfloat16
 forward only, against NumPy's ``astype(float32)`` -> op -> ``astype`` chain) for every
 implementation side by side (:mod:`.timing`), then the JIT cost in fresh processes
-(:mod:`.jit_cost`).
+(:mod:`.jit_cost`), then the program scenarios (:mod:`.programs`: op chains and training
+steps in pylucid, PyTorch and MLX) in the modes asked for: all libraries in this process
+(``same_process``, the default), each alone in a fresh process (``isolated``), and the
+contention check (``contention``: pylucid ops with a competing CPU-bound process running,
+default threads against one thread, in this process and in fresh ones).
+
+Command line: ``python -m pylucid bench --programs [--isolated] [--contention]`` runs only
+the programs (``--no-programs`` only the per-op cases).
 
 The document :func:`run` returns (and ``bench.json`` holds)::
 
-    schema        "pylucid-bench/1"
+    schema        "pylucid-bench/2"
     created       ISO 8601 time (UTC)
     config        the Config: ops, dtypes, sizes, kinds, impls, threads, timer {target_s,
-                  repeats, warmup, ...}, bandwidth_bytes, jit, jit_warm_runs, quick
+                  repeats, warmup, ...}, bandwidth_bytes, jit, jit_warm_runs, quick, cases,
+                  scenarios, program_modes, fresh_processes
     environment   pylucid, git, python, platform, cpu_model, cpu_count, cpu_affinity,
                   numpy, numba, numba_max_threads, numba_threading_layer, torch,
                   torch_threads, torch_parallel_backend, mlx, mlx_device, load_average
-                  (start), load_average_end, env {OPENBLAS_CORETYPE, OMP_NUM_THREADS, ...}
+                  (start), load_average_end (the very end: with the contention check, it
+                  counts the competitor), env {OPENBLAS_CORETYPE, OMP_NUM_THREADS, ...}
+    busy          load_average_start, load_average_end (before the contention check's
+                  competitor started, if it ran), threshold (0.5 x cpu_count), busy (a
+                  1-minute load above the threshold at either; null without load
+                  averages), warning (a sentence when busy, else null)
     bandwidth     threads, bytes (per copy, read + write), gbps (median), gbps_best (min),
-                  median_s, min_s; measured before the cases
+                  median_s, min_s; measured before the cases (null: cases not run)
     bandwidth_end the same, measured after them (a drift check on a busy machine)
     copy_gbps     max(bandwidth.gbps, bandwidth_end.gbps): the reference of the fractions
                   (other processes only ever lower a measurement)
@@ -47,6 +60,40 @@ The document :func:`run` returns (and ``bench.json`` holds)::
     skipped       {impl: why} for libraries that could not be imported
     missing       [{kind, op, impl, reason}] for cases an implementation has no version of
     errors        [{kind, op, dtype, size, impl, error}] for implementations that raised
+    programs      null (no scenarios, or no library of pylucid, torch, mlx in impls), or:
+      scenarios     {name: {name, unit ("op" | "step"), ops_per_call, description}}
+      libraries     the libraries asked for, of "pylucid", "torch", "mlx" (those in impls)
+      modes         the modes run, of "same_process", "isolated", "contention"
+      threads       pylucid's (Numba's) and PyTorch's threads in the first two modes
+      skipped       {library: why} for libraries that could not be imported
+      errors        [{mode, scenario, library, error}] for programs that failed
+      same_process  null (not run) or one row per (scenario, library):
+                      scenario, library, unit, ops_per_call
+                      median_s, min_s   time per unit (op or step): a call's time divided
+                                        by ops_per_call, over `repeats` batches of `number`
+                                        calls, the libraries interleaved batch by batch
+                      number, repeats, samples_s (per unit, of each batch)
+                      time_over_torch   this median / PyTorch's (null without PyTorch)
+      isolated      null or the same rows, each timed in a fresh process of its own, with
+                    process {pid, os_threads (null off Linux), imported (of torch, mlx)}
+      contention    null or:
+        ops             {op: what it computes}: exp_1797x10_float64, log2_3e5_float32,
+                        mul_sum_3e5_float32
+        load_average_before   the load average before the competitor started
+        competitor      {pid, code, returncode (negative: killed by that signal)}
+        in_process      this process's thread_ratios: threads_default, peers, ops {op:
+                        {default_s, one_thread_s, ratio}} (medians; ratio = default / 1
+                        thread), errors {call: error}, process {pid, os_threads, imported}
+        fresh_processes N
+        processes       [the same from each of the N plain fresh processes]
+        worst           {op: {default_s, one_thread_s, ratio}}: the highest over processes
+        ratio_target    1.5; ratio_met: every worst ratio at most that
+        libraries_loaded  peers (loaded in the comparison processes: torch, mlx),
+                        processes [thread_ratios of each], ops {op: {without_s, with_s,
+                        ratio}} (medians over the plain / loaded processes' default-thread
+                        medians; ratio = with / without), tolerance 0.10, met (every ratio
+                        within 1 +- tolerance; null when skipped), skipped (why, or null)
+        errors          [{process ("plain" | "loaded"), error}] for failed processes
     elapsed_s     wall time of the run
 """
 
@@ -54,24 +101,30 @@ from pylucid.bench import report
 from pylucid.bench.bandwidth import copy_bandwidth
 from pylucid.bench.cases import ALL_IMPLS, DEFAULT_IMPLS, KINDS, benchmark_ops
 from pylucid.bench.jit_cost import jit_cost
-from pylucid.bench.runner import QUICK_SIZES, SCHEMA, SIZES, Config, environment, run
+from pylucid.bench.programs import LIBRARIES, MODES, SCENARIOS, run_programs
+from pylucid.bench.runner import QUICK_SIZES, SCHEMA, SIZES, Config, busy_check, environment, run
 from pylucid.bench.timing import Measurement, TimerConfig, measure
 
 __all__ = [
     "ALL_IMPLS",
     "DEFAULT_IMPLS",
     "KINDS",
+    "LIBRARIES",
+    "MODES",
     "QUICK_SIZES",
+    "SCENARIOS",
     "SCHEMA",
     "SIZES",
     "Config",
     "Measurement",
     "TimerConfig",
     "benchmark_ops",
+    "busy_check",
     "copy_bandwidth",
     "environment",
     "jit_cost",
     "measure",
     "report",
     "run",
+    "run_programs",
 ]

@@ -3,6 +3,11 @@
 Progress goes to stderr, the tables (plain text, or Markdown with ``--markdown``) to stdout;
 ``DIR/bench.json`` and, with matplotlib, ``DIR/bench.png`` are written (``--out DIR``,
 default ``bench-results/``). ``--load FILE`` presents a saved run without running anything.
+
+The program scenarios (:mod:`pylucid.bench.programs`) run after the per-op cases, all
+libraries in this process; ``--programs`` runs them alone, ``--no-programs`` not at all;
+``--isolated`` also times each library in a fresh process of its own, ``--contention`` adds
+the contention check (a competing CPU-bound process, ``--fresh-processes N`` fresh ones).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ def _size(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``bench`` options to ``parser``."""
     from pylucid.bench.cases import ALL_DTYPES, ALL_IMPLS, DEFAULT_IMPLS, KINDS
+    from pylucid.bench.programs import SCENARIOS
 
     parser.add_argument(
         "--quick", action="store_true", help="fewer sizes and shorter timings (under a minute)"
@@ -82,6 +88,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--list", action="store_true", help="list the ops the suite can time and exit"
     )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--programs",
+        action="store_true",
+        help="run only the program scenarios (no per-op cases, copy bandwidth or JIT probe)",
+    )
+    which.add_argument("--no-programs", action="store_true", help="skip the program scenarios")
+    parser.add_argument(
+        "--scenarios",
+        nargs="+",
+        choices=tuple(SCENARIOS),
+        metavar="NAME",
+        help=f"program scenarios to run: {', '.join(SCENARIOS)} (default: all)",
+    )
+    parser.add_argument(
+        "--isolated",
+        action="store_true",
+        help="also time each library's scenarios in a fresh process that imports it alone",
+    )
+    parser.add_argument(
+        "--contention",
+        action="store_true",
+        help="also run the contention check: ops with a competing CPU-bound process running",
+    )
+    parser.add_argument(
+        "--fresh-processes",
+        type=int,
+        metavar="N",
+        help="fresh processes of the contention check (default: 6)",
+    )
 
 
 def _list_ops() -> str:
@@ -122,6 +158,12 @@ def main(args: argparse.Namespace) -> int:
         if not 0 <= text.find(BEGIN) < text.find(END):
             print(f"bench: {args.write_doc} has no {BEGIN} ... {END} section", file=sys.stderr)
             return 2
+    if args.no_programs and (args.isolated or args.contention):
+        print(
+            "bench: --isolated and --contention need the programs (no --no-programs)",
+            file=sys.stderr,
+        )
+        return 2
     if args.load is not None:
         doc = report.read_json(args.load)
     else:
@@ -134,6 +176,12 @@ def main(args: argparse.Namespace) -> int:
             "impls": tuple(args.impls) if args.impls else None,
             "threads": args.threads,
             "jit": False if args.no_jit else None,
+            "cases": False if args.programs else None,
+            "scenarios": () if args.no_programs else args.scenarios and tuple(args.scenarios),
+            "program_modes": ("same_process",)
+            + (("isolated",) if args.isolated else ())
+            + (("contention",) if args.contention else ()),
+            "fresh_processes": args.fresh_processes,
         }
         config = replace(config, **{k: v for k, v in fields.items() if v is not None})
         timer = {"repeats": args.repeats, "target_s": args.batch_time}

@@ -1,5 +1,9 @@
 """Present a run: text and Markdown tables, the headline comparisons, JSON and a PNG plot.
 
+The program scenarios (:mod:`pylucid.bench.programs`) get one table per mode - a row per
+scenario, a column per library and pylucid's time over PyTorch's - and the contention check
+one of its own; a busy machine is warned about at the top.
+
 Everything here reads only the run's document (so a saved ``bench.json`` can be presented
 again on another machine); matplotlib is imported only to plot.
 """
@@ -69,14 +73,16 @@ def with_stat(doc: dict[str, Any], stat: str = "median") -> dict[str, Any]:
     the better estimate on a busy machine, where other processes only ever add time).
 
     ``copy_gbps`` is the higher of the copy bandwidths measured before and after the cases
-    (from the same statistic), ``copy_gbps_before`` and ``copy_gbps_after`` the two.
+    (from the same statistic), ``copy_gbps_before`` and ``copy_gbps_after`` the two (None
+    when the cases did not run). The program rows get ``time_s`` and ``time_over_torch``
+    from the ``stat`` time too.
     """
     if stat not in STATS:
         raise ValueError(f"stat must be one of {STATS}, not {stat!r}")
     speed = "gbps" if stat == "median" else "gbps_best"
-    before = doc["bandwidth"][speed]
+    before = doc["bandwidth"][speed] if doc.get("bandwidth") else None
     after = doc["bandwidth_end"][speed] if doc.get("bandwidth_end") else None
-    copy = max(before, after or 0.0)
+    copy = max(before, after or 0.0) if before is not None else None
     key = f"{stat}_s"
     times = {(r["kind"], r["op"], r["dtype"], r["size"], r["impl"]): r[key] for r in doc["results"]}
     rows = []
@@ -97,14 +103,137 @@ def with_stat(doc: dict[str, Any], stat: str = "median") -> dict[str, Any]:
                 **ratios,
             }
         )
+    programs = doc.get("programs")
+    if programs:
+        programs = {
+            **programs,
+            **{
+                mode: _program_rows_with_stat(programs[mode], key)
+                for mode in PROGRAM_MODES
+                if programs.get(mode)
+            },
+        }
     return {
         **doc,
         "results": rows,
+        "programs": programs,
         "stat": stat,
         "copy_gbps": copy,
         "copy_gbps_before": before,
         "copy_gbps_after": after,
     }
+
+
+#: The program modes with a table of scenarios, and their titles.
+PROGRAM_MODES = {
+    "same_process": "Programs, all libraries in one process (timed interleaved)",
+    "isolated": "Programs, each library alone in a fresh process",
+}
+
+
+def _program_rows_with_stat(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    torch = {r["scenario"]: r[key] for r in rows if r["library"] == "torch"}
+    return [
+        {
+            **r,
+            "time_s": r[key],
+            "time_over_torch": r[key] / torch[r["scenario"]] if r["scenario"] in torch else None,
+        }
+        for r in rows
+    ]
+
+
+def _program_tables(doc: dict[str, Any]) -> Iterator[tuple[str, list[str], list[list[str]]]]:
+    """One table per program mode: a row per scenario, a column per library."""
+    programs = doc.get("programs") or {}
+    for mode, title in PROGRAM_MODES.items():
+        rows = programs.get(mode)
+        if not rows:
+            continue
+        present = {r["library"] for r in rows}
+        libraries = [name for name in programs["libraries"] if name in present]
+        index = {(r["scenario"], r["library"]): r for r in rows}
+        body = []
+        for scenario in dict.fromkeys(r["scenario"] for r in rows):
+            unit = next(r["unit"] for r in rows if r["scenario"] == scenario)
+            cells = [
+                format_time(index[(scenario, name)]["time_s"]) if (scenario, name) in index else "-"
+                for name in libraries
+            ]
+            ours = index.get((scenario, "pylucid"))
+            body.append([scenario, unit, *cells, _ratio(ours["time_over_torch"] if ours else None)])
+        yield title, ["scenario", "per", *libraries, "pylucid/torch"], body
+
+
+def _contention_table(contention: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
+    """The contention check: per op, the ratios and the worst fresh process's medians."""
+    n = contention["fresh_processes"]
+    here = contention["in_process"]
+    imported = here["process"]["imported"]
+    loaded = contention["libraries_loaded"]
+    header = [
+        "op",
+        "ratio, this process" + (f" ({' and '.join(imported)} imported)" if imported else ""),
+        f"worst of {n} fresh: default",
+        "1 thread",
+        f"worst ratio (<= {contention['ratio_target']:g})",
+        f"{'+'.join(loaded['peers']) or 'torch+mlx'} loaded / not "
+        f"(+-{100 * loaded['tolerance']:.0f}%)",
+    ]
+    body = []
+    for name, what in contention["ops"].items():
+        mine = here["ops"].get(name)
+        worst = contention["worst"].get(name)
+        compared = loaded["ops"].get(name)
+        body.append(
+            [
+                what,
+                _ratio(mine["ratio"] if mine else None),
+                format_time(worst["default_s"]) if worst else "-",
+                format_time(worst["one_thread_s"]) if worst else "-",
+                _ratio(worst["ratio"] if worst else None),
+                _ratio(compared["ratio"] if compared else None),
+            ]
+        )
+    title = (
+        f"Contention: a CPU-bound competitor running; pylucid, default threads / 1 thread "
+        f"(medians), in this process and in {_processes(n)} started afresh"
+    )
+    return title, header, body
+
+
+def _processes(count: int) -> str:
+    return f"{count} process" + ("es" if count != 1 else "")
+
+
+def _contention_verdict(contention: dict[str, Any]) -> str:
+    loaded = contention["libraries_loaded"]
+    verdict = (
+        f"Worst ratio default / 1 thread at most {contention['ratio_target']:g}: "
+        f"{'met' if contention['ratio_met'] else 'NOT met'}. "
+    )
+    if loaded["skipped"]:
+        return verdict + f"No loaded comparison: {loaded['skipped']}."
+    return verdict + (
+        f"{' and '.join(loaded['peers'])} loaded ({_processes(len(loaded['processes']))}) within "
+        f"{100 * loaded['tolerance']:.0f}% of plain: {'met' if loaded['met'] else 'NOT met'}."
+    )
+
+
+def _programs_legend(programs: dict[str, Any], stat: str) -> str:
+    time = "Median" if stat == "median" else "Best (minimum)"
+    per_op = sorted(
+        {f"{s['ops_per_call']}" for s in programs["scenarios"].values() if s["unit"] == "op"}
+    )
+    calls = f" (one call of a chain runs {' or '.join(per_op)} ops)" if per_op else ""
+    return (
+        f"{time} time per op{calls} or per training step; pylucid/torch: pylucid's time over "
+        f"PyTorch's (below 1: pylucid is faster)."
+    )
+
+
+def _busy_warning(doc: dict[str, Any]) -> str | None:
+    return (doc.get("busy") or {}).get("warning")
 
 
 def _impls(rows: list[dict[str, Any]]) -> list[str]:
@@ -288,6 +417,21 @@ def _notes(doc: dict[str, Any]) -> list[str]:
         f"{e['error']}"
         for e in doc.get("errors", [])
     ]
+    programs = doc.get("programs") or {}
+    notes += [
+        f"{name}: {why} (no program scenarios)"
+        for name, why in programs.get("skipped", {}).items()
+        if doc.get("skipped", {}).get(name) != why
+    ]
+    notes += [
+        f"{e['library']} failed on {e['scenario']} ({e['mode'].replace('_', ' ')}): {e['error']}"
+        for e in programs.get("errors", [])
+    ]
+    contention = programs.get("contention") or {}
+    notes += [
+        f"a {e['process']} process of the contention check failed: {e['error']}"
+        for e in contention.get("errors", [])
+    ]
     return notes
 
 
@@ -331,13 +475,20 @@ def _legend(stat: str) -> str:
 def text(doc: dict[str, Any], stat: str = "median") -> str:
     """The run as plain-text tables for a terminal, from the ``stat`` times."""
     doc = with_stat(doc, stat)
-    parts = [
-        _environment_line(doc),
-        _bandwidth_line(doc),
-        _legend(doc["stat"]),
-    ]
+    warning = _busy_warning(doc)
+    parts = [f"WARNING: {warning}"] if warning else []
+    parts.append(_environment_line(doc))
+    if doc["results"]:
+        parts += [_bandwidth_line(doc), _legend(doc["stat"])]
     for title, header, body in _tables(doc):
         parts.append(f"\n{title}\n{_aligned(header, body)}")
+    for index, (title, header, body) in enumerate(_program_tables(doc)):
+        legend = f"{_programs_legend(doc['programs'], doc['stat'])}\n" if index == 0 else ""
+        parts.append(f"\n{title}\n{legend}{_aligned(header, body)}")
+    contention = (doc.get("programs") or {}).get("contention")
+    if contention:
+        title, header, body = _contention_table(contention)
+        parts.append(f"\n{title}\n{_aligned(header, body)}\n{_contention_verdict(contention)}")
     if doc.get("jit") and "error" not in doc["jit"]:
         parts.append(
             "\nJIT cost\n" + _aligned(["", "warm cache", "empty cache"], _jit_rows(doc["jit"]))
@@ -358,14 +509,25 @@ def markdown(doc: dict[str, Any], stat: str = "median") -> str:
         f"Run {doc['created']}, `{doc['environment'].get('git') or 'unknown revision'}`"
         + (" (`--quick`)" if doc["config"]["quick"] else "")
         + f": {_environment_line(doc)}.",
-        "",
-        f"{_bandwidth_line(doc, '**')} {_legend(doc['stat'])}",
     ]
+    warning = _busy_warning(doc)
+    if warning:
+        parts += ["", f"**Warning:** {warning}."]
+    if doc["results"]:
+        parts += ["", f"{_bandwidth_line(doc, '**')} {_legend(doc['stat'])}"]
     summary = headlines(doc, doc["stat"])
     if summary:
         parts += ["", "Headlines:", ""] + [f"- {line}" for line in summary]
     for title, header, body in _tables(doc):
         parts += ["", f"#### {title}", "", _markdown_table(header, body)]
+    for index, (title, header, body) in enumerate(_program_tables(doc)):
+        legend = ["", _programs_legend(doc["programs"], doc["stat"])] if index == 0 else []
+        parts += ["", f"#### {title}", *legend, "", _markdown_table(header, body)]
+    contention = (doc.get("programs") or {}).get("contention")
+    if contention:
+        title, header, body = _contention_table(contention)
+        parts += ["", f"#### {title}", "", _markdown_table(header, body)]
+        parts += ["", _contention_verdict(contention)]
     if doc.get("jit") and "error" not in doc["jit"]:
         parts += [
             "",

@@ -1,4 +1,5 @@
-"""Run the suite: measure the copy bandwidth, time every case, measure the JIT cost.
+"""Run the suite: measure the copy bandwidth, time every case, measure the JIT cost, then
+run the program scenarios (:mod:`pylucid.bench.programs`).
 
 The result is one JSON-ready dict (schema in :mod:`pylucid.bench`), which
 :mod:`pylucid.bench.report` prints, tabulates and plots.
@@ -35,12 +36,24 @@ from pylucid.bench.cases import (
     make_inputs,
 )
 from pylucid.bench.jit_cost import jit_cost
+from pylucid.bench.programs import LIBRARIES, MODES, SCENARIOS, run_programs
 from pylucid.bench.report import format_size, format_time
 from pylucid.bench.timing import TimerConfig, measure
 
-__all__ = ["QUICK_SIZES", "SCHEMA", "SIZES", "Config", "environment", "run"]
+__all__ = [
+    "BUSY_LOAD_PER_CPU",
+    "QUICK_SIZES",
+    "SCHEMA",
+    "SIZES",
+    "Config",
+    "busy_check",
+    "environment",
+    "run",
+]
 
-SCHEMA = "pylucid-bench/1"
+#: Version 2 added the program scenarios (``programs``), ``busy``, and runs without the
+#: per-op cases (``bandwidth`` null).
+SCHEMA = "pylucid-bench/2"
 #: Element counts of the full run: two where per-call overhead dominates, then 1e3 to 6.4e7
 #: (256 MB of float32: far beyond the caches, where only memory bandwidth counts).
 SIZES = (1, 10, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 64_000_000)
@@ -48,6 +61,8 @@ QUICK_SIZES = (10, 10_000, 1_000_000, 10_000_000)
 #: float16 and bfloat16 are timed forward only (see :mod:`pylucid.bench.cases`).
 DTYPES = ALL_DTYPES
 QUICK_TIMER = TimerConfig(target_s=0.02, repeats=3, warmup=1, slow_call_s=0.05)
+#: The machine counts as busy when its 1-minute load average exceeds this many per CPU.
+BUSY_LOAD_PER_CPU = 0.5
 
 
 @dataclass(frozen=True)
@@ -68,11 +83,22 @@ class Config:
     bandwidth_bytes : int
         Size of the array the copy bandwidth is measured on.
     jit : bool
-        Measure the JIT cost (fresh processes: a few seconds).
+        Measure the JIT cost (fresh processes: a few seconds), when the cases run.
     jit_warm_runs : int
         Warm-cache probes whose median is reported.
     quick : bool
         Whether this is the ``--quick`` configuration (recorded in the output).
+    cases : bool
+        Measure the copy bandwidth, time the per-op cases and the JIT cost (False: only the
+        program scenarios, ``--programs``).
+    scenarios : tuple of str
+        Program scenarios (:data:`pylucid.bench.programs.SCENARIOS`; empty: none), run for
+        the libraries of :data:`pylucid.bench.programs.LIBRARIES` among ``impls``.
+    program_modes : tuple of str
+        Of :data:`pylucid.bench.programs.MODES`: ``same_process``, ``isolated``,
+        ``contention``.
+    fresh_processes : int
+        Fresh processes of the contention check.
     """
 
     ops: tuple[str, ...] = ("log2",)
@@ -86,6 +112,10 @@ class Config:
     jit: bool = True
     jit_warm_runs: int = 3
     quick: bool = False
+    cases: bool = True
+    scenarios: tuple[str, ...] = tuple(SCENARIOS)
+    program_modes: tuple[str, ...] = ("same_process",)
+    fresh_processes: int = 6
 
     @classmethod
     def quick_config(cls, **overrides: Any) -> Config:
@@ -125,6 +155,47 @@ def _git_revision() -> str | None:
     return done.stdout.strip() or None
 
 
+def _load_average() -> list[float] | None:
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
+def _numba_threading_layer() -> str | None:
+    """Numba's threading layer, None until a parallel kernel has started it."""
+    try:
+        return numba.threading_layer()
+    except ValueError:
+        return None
+
+
+def busy_check(start: list[float] | None, end: list[float] | None) -> dict[str, Any]:
+    """Whether the machine was busy: a 1-minute load average above
+    :data:`BUSY_LOAD_PER_CPU` x the CPU count at the start or the end of the run.
+
+    Returns
+    -------
+    dict
+        ``load_average_start``, ``load_average_end``, ``threshold``, ``busy`` (bool, None
+        without load averages) and ``warning`` (a sentence, or None when not busy).
+    """
+    threshold = BUSY_LOAD_PER_CPU * (os.cpu_count() or 1)
+    loads = [load[0] for load in (start, end) if load]
+    busy = any(load > threshold for load in loads) if loads else None
+    warning = None
+    if busy:
+        warning = (
+            f"the machine was busy: 1-minute load average {max(loads):.2f} above "
+            f"{threshold:.2f} ({BUSY_LOAD_PER_CPU} x {os.cpu_count()} CPUs); other processes "
+            f"took CPU time, so the timings are pessimistic and noisy"
+        )
+    return {
+        "load_average_start": start,
+        "load_average_end": end,
+        "threshold": threshold,
+        "busy": busy,
+        "warning": warning,
+    }
+
+
 def _torch_parallel_backend(torch: Any) -> str | None:
     if torch is None:
         return None
@@ -146,7 +217,7 @@ def environment(libs: Any = None) -> dict[str, Any]:
         "numpy": np.__version__,
         "numba": numba.__version__,
         "numba_max_threads": numba.config.NUMBA_NUM_THREADS,
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "load_average": _load_average(),
         "env": {
             key: os.environ[key]
             for key in (
@@ -225,7 +296,10 @@ def _set_threads(threads: int, torch: Any) -> tuple[int, int | None]:
 def run(
     config: Config | None = None, progress: TextIO | None = None, **overrides: Any
 ) -> dict[str, Any]:
-    """Run the benchmark suite in this process and return its results.
+    """Run the benchmark suite and return its results.
+
+    Everything is timed in this process but the JIT probes and the program scenarios'
+    ``isolated`` and ``contention`` modes, which start fresh interpreters.
 
     Parameters
     ----------
@@ -240,10 +314,18 @@ def run(
         The document described in :mod:`pylucid.bench` (JSON-ready).
     """
     config = replace(config or Config(), **overrides)
-    for field_name, allowed in (("kinds", KINDS), ("dtypes", ALL_DTYPES), ("impls", ALL_IMPLS)):
+    for field_name, allowed in (
+        ("kinds", KINDS),
+        ("dtypes", ALL_DTYPES),
+        ("impls", ALL_IMPLS),
+        ("scenarios", tuple(SCENARIOS)),
+        ("program_modes", MODES),
+    ):
         unknown = set(getattr(config, field_name)) - set(allowed)
         if unknown:
             raise ValueError(f"unknown {field_name} {sorted(unknown)}; choose from {allowed}")
+    if config.fresh_processes < 1:
+        raise ValueError(f"fresh_processes must be at least 1, not {config.fresh_processes}")
     ops = _resolve_ops(config.ops)
     libs = load_libraries(config.impls)
     started = time.perf_counter()
@@ -258,21 +340,13 @@ def run(
         }
         doc["config"]["ops"] = list(ops)
         total = len(ops) * len(config.sizes) * sum(len(_kinds(config, d)) for d in config.dtypes)
-        bar = _Progress(progress, total)
-        bar.note("measuring the copy bandwidth ...")
-        doc["bandwidth"] = copy_bandwidth(config.threads, config.bandwidth_bytes)
-        doc["environment"]["numba_threading_layer"] = numba.threading_layer()
-        bar.note(
-            f"copy bandwidth with {doc['bandwidth']['threads']} threads: "
-            f"{doc['bandwidth']['gbps']:.1f} GB/s (read + write)"
-        )
-        doc["results"], doc["errors"], doc["missing"] = _run_cases(config, ops, libs, bar)
-        doc["bandwidth_end"] = copy_bandwidth(config.threads, config.bandwidth_bytes)
-        # Other processes only ever lower a measurement: the higher one is the machine's.
-        doc["copy_gbps"] = max(doc["bandwidth"]["gbps"], doc["bandwidth_end"]["gbps"])
-        for row in doc["results"]:
-            row["bandwidth_fraction"] = row["gbps"] / doc["copy_gbps"]
-        if config.jit:
+        bar = _Progress(progress, total if config.cases else 0)
+        if config.cases:
+            _bandwidth_and_cases(config, ops, libs, bar, doc)
+        else:
+            doc.update(bandwidth=None, bandwidth_end=None, copy_gbps=None)
+            doc["results"], doc["errors"], doc["missing"] = [], [], []
+        if config.cases and config.jit:
             bar.note(f"measuring the JIT cost of {next(iter(ops))} in fresh processes ...")
             try:
                 doc["jit"] = jit_cost(next(iter(ops)), config.jit_warm_runs)
@@ -281,15 +355,51 @@ def run(
                 bar.note(f"the JIT probe failed: {exc}")
         else:
             doc["jit"] = None
-        doc["environment"]["load_average_end"] = (
-            list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-        )
+        libraries = [name for name in LIBRARIES if name in config.impls]
+        if config.scenarios and config.program_modes and libraries:
+            doc["programs"] = run_programs(
+                config.scenarios,
+                libraries,
+                config.program_modes,
+                config.threads,
+                config.timer,
+                config.fresh_processes,
+                bar.note,
+            )
+        else:
+            doc["programs"] = None
+        doc["environment"]["load_average_end"] = _load_average()
+        doc["environment"]["numba_threading_layer"] = _numba_threading_layer()
+        contention = (doc["programs"] or {}).get("contention")
+        # The competitor of the contention check would count: its load before it started.
+        end = contention["load_average_before"] if contention else _load_average()
+        doc["busy"] = busy_check(doc["environment"]["load_average"], end)
+        if doc["busy"]["warning"]:
+            bar.note(f"warning: {doc['busy']['warning']}")
         doc["elapsed_s"] = time.perf_counter() - started
     finally:
         numba.set_num_threads(previous[0])
         if libs.torch is not None:
             libs.torch.set_num_threads(previous[1])
     return doc
+
+
+def _bandwidth_and_cases(
+    config: Config, ops: dict[str, Any], libs: Any, bar: _Progress, doc: dict[str, Any]
+) -> None:
+    """Fill ``doc``'s bandwidth, bandwidth_end, copy_gbps, results, errors and missing."""
+    bar.note("measuring the copy bandwidth ...")
+    doc["bandwidth"] = copy_bandwidth(config.threads, config.bandwidth_bytes)
+    bar.note(
+        f"copy bandwidth with {doc['bandwidth']['threads']} threads: "
+        f"{doc['bandwidth']['gbps']:.1f} GB/s (read + write)"
+    )
+    doc["results"], doc["errors"], doc["missing"] = _run_cases(config, ops, libs, bar)
+    doc["bandwidth_end"] = copy_bandwidth(config.threads, config.bandwidth_bytes)
+    # Other processes only ever lower a measurement: the higher one is the machine's.
+    doc["copy_gbps"] = max(doc["bandwidth"]["gbps"], doc["bandwidth_end"]["gbps"])
+    for row in doc["results"]:
+        row["bandwidth_fraction"] = row["gbps"] / doc["copy_gbps"]
 
 
 def _kinds(config: Config, dtype: str) -> tuple[str, ...]:
