@@ -7,6 +7,7 @@ Tensor class knows no op.
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -151,7 +152,7 @@ class Tensor:
 
     def numel(self) -> int:
         """The number of elements."""
-        return int(np.prod(self._shape, dtype=np.int64))
+        return math.prod(self._shape)
 
     def __len__(self) -> int:
         if not self._shape:
@@ -320,7 +321,7 @@ class Tensor:
             raise RuntimeError(
                 "register_hook: cannot register a hook on a tensor that does not require grad"
             )
-        hooks = self._hooks if self.grad_fn is None else self.grad_fn.pre_hooks
+        hooks = self._hooks if self.grad_fn is None else self.grad_fn.hook_list()
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
 
@@ -346,7 +347,7 @@ class Tensor:
                 copy = grad if grad.requires_grad else grad._clone_storage()
                 self._grad = copy if self._grad is None else self._grad + copy
 
-            self.grad_fn.pre_hooks.append(keep)
+            self.grad_fn.hook_list().append(keep)
 
     @property
     def retains_grad(self) -> bool:

@@ -45,7 +45,8 @@ The document :func:`run` returns (and ``bench.json`` holds)::
                     kind       "forward" | "backward" | "forward_backward"
                     op, dtype ("float32", "float64", "float16", "bfloat16"), size
                     (elements), impl ("pylucid", "pylucid.autocast" (half dtypes
-                    only), "pylucid.kernel", "numpy", "torch", "mlx", "pylucid.mlx")
+                    only), "pylucid.kernel", "numpy", "numpy.out" (forward of a
+                    ufunc into a preallocated array), "torch", "mlx", "pylucid.mlx")
                     bytes      least bytes one call reads + writes
                     median_s, min_s   time per call over `repeats` batches of `number` calls
                     number, repeats, samples_s (the time per call of each batch)

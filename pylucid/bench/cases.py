@@ -14,8 +14,9 @@ Three kinds of case, each timed for every implementation on the same inputs:
 ``forward``
     ``y = op(x)``. Implementations: ``pylucid`` (the public op on a tensor: wrapper, checks,
     dispatch), ``pylucid.kernel`` (the backend primitive the op dispatches to, on the NumPy
-    storage: the kernel and its operand preparation), ``numpy``, ``torch``, ``mlx``, and
-    optionally ``pylucid.mlx`` (the op on pylucid's mlx backend).
+    storage: the kernel and its operand preparation), ``numpy``, ``numpy.out`` (the
+    ufunc into a preallocated array: NumPy with no allocation or page faults), ``torch``,
+    ``mlx``, and optionally ``pylucid.mlx`` (the op on pylucid's mlx backend).
 ``backward``
     The gradient of ``x`` from a fixed upstream gradient ``g``, the forward done once
     beforehand. ``pylucid.kernel`` is the node's ``grad_formula`` (for log2: the fused
@@ -78,7 +79,15 @@ __all__ = [
 ]
 
 KINDS = ("forward", "backward", "forward_backward")
-DEFAULT_IMPLS = ("pylucid", "pylucid.autocast", "pylucid.kernel", "numpy", "torch", "mlx")
+DEFAULT_IMPLS = (
+    "pylucid",
+    "pylucid.autocast",
+    "pylucid.kernel",
+    "numpy",
+    "numpy.out",
+    "torch",
+    "mlx",
+)
 ALL_IMPLS = (*DEFAULT_IMPLS, "pylucid.mlx")
 #: The 16-bit dtypes: timed forward only (see the module docstring).
 HALF_DTYPES = ("float16", "bfloat16")
@@ -345,6 +354,9 @@ def build_case(
             calls["numpy"] = lambda: np_fn(x.astype(np.float32)).astype(x.dtype)
         else:
             calls["numpy"] = lambda: np_fn(x)
+            if "numpy.out" in impls and isinstance(np_fn, np.ufunc):
+                out = np.empty_like(x)  # NumPy at its best: no allocation, no page faults
+                calls["numpy.out"] = lambda: np_fn(x, out=out)
         if torch_fn is not None:
             xt = _torch_tensor(libs.torch, x, dtype)
             calls["torch"] = lambda: torch_fn(xt)
@@ -406,6 +418,8 @@ def build_case(
                 if op.has_params
                 else f"no function named {op.name} (nor an alias) in {name}"
             )
+    if "numpy.out" in impls and "numpy.out" not in calls:
+        missing["numpy.out"] = "timed for forwards of a NumPy ufunc in float32 and float64 only"
     if "pylucid.mlx" in impls and "pylucid.mlx" not in calls:
         missing["pylucid.mlx"] = libs.skipped.get("pylucid.mlx", "MLX is not installed")
     wanted = {name: fn for name, fn in calls.items() if name in impls}

@@ -109,17 +109,16 @@ def run_backward(
                 if not skip and capture is None:
                     node.accumulate(g, owned=create_graph or id(g) not in shared)
                 continue
-            outputs = (None,) * len(node.next_edges)
-            if not skip:
+            if skip:
+                outputs = (None,) * len(node.next_edges)
+            else:
                 outputs = node.backward_graph(g) if create_graph else node.backward(g)
                 if anomaly:
                     check_gradients(node, outputs)
                 if not retain_graph:
                     node.release()
-            if len(outputs) > 1 or (outputs and outputs[0] is g):
-                routed = [id(o) for o in outputs if o is not None]
-                if len(set(routed)) < len(routed) or id(g) in routed:
-                    shared.update(routed)  # the same storage goes to several places
+                if _routes_one_storage_twice(g, outputs):
+                    shared.update([id(o) for o in outputs if o is not None])
             for child, child_grad in zip(node.next_edges, outputs):
                 if child is None:
                     continue
@@ -134,6 +133,18 @@ def run_backward(
     finally:
         swap_grad_mode(previous_mode)
     return captured
+
+
+def _routes_one_storage_twice(g: Any, outputs: tuple[Any, ...]) -> bool:
+    """Whether a node passes its incoming gradient ``g`` on, or one storage to two inputs
+    (add's ``(g, g)``): then no receiver owns it."""
+    if len(outputs) == 1:
+        return outputs[0] is g
+    if len(outputs) == 2:
+        a, b = outputs
+        return a is not None and (a is b or a is g) or b is not None and b is g
+    routed = [id(o) for o in outputs if o is not None]
+    return len(set(routed)) < len(routed) or id(g) in routed
 
 
 def _seed(tensor: Any, gradient: Any, index: int, create_graph: bool) -> Any:

@@ -57,14 +57,15 @@ class SavedValues:
         owner: str,
         values: dict[str, Any],
         tensors: dict[str, Any],
-        counters: dict[str, Any],
+        versions: dict[str, tuple[Any, int]],
     ) -> None:
         """``values``: storages by name; ``tensors``: the input Tensors among them;
-        ``counters``: the version counter of every saved value's memory."""
+        ``versions``: the version counter of every saved value's memory, with its value
+        when saved."""
         self._owner = owner
         self._values: dict[str, Any] | None = values
         self._tensors = tensors
-        self._versions = {name: (c, c.value) for name, c in counters.items()}
+        self._versions = versions
 
     def _check(self, name: str) -> None:
         if self._values is None:
@@ -135,9 +136,17 @@ class Node:
     """
 
     next_edges: tuple[Node | None, ...] = ()
+    #: No hooks until :meth:`hook_list` makes the node its own list (most nodes never do).
+    pre_hooks: list[Callable[[Any], Any]] | tuple[()] = ()
 
     def __init__(self) -> None:
-        self.pre_hooks: list[Callable[[Any], Any]] = []
+        self.pre_hooks = []
+
+    def hook_list(self) -> list[Callable[[Any], Any]]:
+        """The node's list of pre-hooks, to register one in (made on first use)."""
+        if type(self.pre_hooks) is not list:
+            self.pre_hooks = []
+        return self.pre_hooks
 
     @property
     def name(self) -> str:

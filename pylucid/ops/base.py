@@ -142,6 +142,9 @@ class DispatchPlan:
         Whether the backend must check the output fits before the op runs (MLX).
     input_shapes, input_dtypes : tuple
         Of every input (a recorded node keeps them, to undo broadcasts and casts).
+    plain_grads : bool
+        Every input has the output's shape and the compute dtype, so a gradient needs no
+        sum over broadcast dimensions and no cast (the backward's common case).
     """
 
     __slots__ = (
@@ -157,6 +160,7 @@ class DispatchPlan:
         "check_allocation",
         "input_shapes",
         "input_dtypes",
+        "plain_grads",
     )
 
     def __init__(self, cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any]) -> None:
@@ -198,6 +202,9 @@ class DispatchPlan:
         self.dtype, self.run_dtype, self.result_dtype = dtype, run_dtype, result_dtype
         self.differentiable = schema.differentiable and result_dtype.is_floating_point
         self.check_allocation = target.allocates_lazily and not cls.returns_view
+        self.plain_grads = all([s == self.shape for s in self.input_shapes]) and all(
+            [d is dtype for d in self.input_dtypes]
+        )
 
 
 #: The plans of :func:`dispatch_plan`, by call signature; emptied when it reaches
@@ -421,26 +428,33 @@ class Op(Node):
         plan: DispatchPlan,
         params: dict[str, Any],
     ) -> None:
-        self.pre_hooks = []
         if params:
             self.__dict__.update(params)
         self.backend = plan.backend
         self.shape, self.dtype, self.output_dtype = plan.shape, plan.dtype, plan.result_dtype
         self.rounded_result = plan.result_cast is not None
         self.input_shapes, self.input_dtypes = plan.input_shapes, plan.input_dtypes
-        edges = tuple([t._grad_edge() if t._requires_grad else None for t in inputs])
-        self.next_edges = edges
+        self.plain_grads = plan.plain_grads
+        edges = []
+        for t in inputs:
+            if not t._requires_grad:
+                edges.append(None)
+            else:
+                edges.append(t.grad_fn if t.grad_fn is not None else t._grad_edge())
+        self.next_edges = tuple(edges)
         self.needs_input_grad = tuple([edge is not None for edge in edges])
         if is_anomaly_enabled():  # where the op was called, for anomaly reports
             self.creation_site = creation_site()
-        values, tensors, counters = {}, {}, {}
+        values, tensors, versions = {}, {}, {}
         for name, index in self._saved_inputs:
             if index is None:  # the result
-                values[name], counters[name] = out, result._version
+                values[name], counter = out, result._version
             else:
-                values[name], tensors[name] = storages[index], inputs[index]
-                counters[name] = inputs[index]._version
-        self.saved = SavedValues(self.name, values, tensors, counters)
+                values[name] = storages[index]
+                tensor = tensors[name] = inputs[index]
+                counter = tensor._version
+            versions[name] = (counter, counter.value)
+        self.saved = SavedValues(type(self).__name__, values, tensors, versions)
 
     def saved_tensor(self, name: str) -> Tensor:
         """A saved value as a Tensor in the graph, in the compute dtype, for
@@ -488,6 +502,10 @@ class Op(Node):
         if self.rounded_result:  # FORCE_FP32 outside autocast: g has the half output dtype
             grad = self.backend.cast(grad, self.dtype)
         grads = self.grad_formula(grad)
+        if self.plain_grads:  # each gradient has its input's shape and dtype already
+            return tuple(
+                [g if needed else None for g, needed in zip(grads, self.needs_input_grad)]
+            )
         backend = self.backend
         results = []
         for g, needed, shape, dtype in zip(

@@ -56,7 +56,7 @@ class FunctionCtx(Node):
             self.name,
             {n: t._storage for n, t in zip(names, tensors)},
             dict(zip(names, tensors)),
-            {n: t._version for n, t in zip(names, tensors)},
+            {n: (t._version, t._version.value) for n, t in zip(names, tensors)},
         )
 
     @property
