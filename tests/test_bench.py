@@ -330,7 +330,7 @@ def test_contention_check(contention: dict) -> None:
     loaded = contention["libraries_loaded"]
     assert loaded["skipped"] and loaded["ops"] == {} and loaded["met"] is None
     # this process's thread count is restored
-    assert programs.get_pylucid_threads() == contention["in_process"]["threads_default"]
+    assert pl.get_num_threads() == contention["in_process"]["threads_default"]
     assert json.loads(json.dumps(contention, allow_nan=False)) == contention
 
 

@@ -82,12 +82,10 @@ __all__ = [
     "competitor",
     "contention_ops",
     "digits_like_problem",
-    "get_pylucid_threads",
     "load_program_libraries",
     "mlp_problem",
     "run_contention",
     "run_programs",
-    "set_pylucid_threads",
     "thread_ratios",
     "time_isolated",
     "time_scenarios",
@@ -121,11 +119,6 @@ CONTENTION_OPS = {
 #: Seconds a worker process may take before it is stopped.
 WORKER_TIMEOUT_S = 600.0
 _WORKER = "from pylucid.bench.programs import worker_main; worker_main()"
-
-#: pylucid's thread control; Numba's where this pylucid has none of its own.
-get_pylucid_threads: Callable[[], int] = getattr(pl, "get_num_threads", numba.get_num_threads)
-set_pylucid_threads: Callable[[int], None] = getattr(pl, "set_num_threads", numba.set_num_threads)
-
 
 @dataclass(frozen=True)
 class Scenario:
@@ -426,14 +419,14 @@ def _set_torch_ratios(rows: list[dict[str, Any]]) -> None:
 @contextlib.contextmanager
 def _threads(threads: int, torch: Any) -> Iterator[None]:
     """pylucid's (Numba's) and PyTorch's thread counts set to ``threads``, then restored."""
-    previous = get_pylucid_threads(), torch.get_num_threads() if torch is not None else None
-    set_pylucid_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    previous = pl.get_num_threads(), torch.get_num_threads() if torch is not None else None
+    pl.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     if torch is not None:
         torch.set_num_threads(threads)
     try:
         yield
     finally:
-        set_pylucid_threads(previous[0])
+        pl.set_num_threads(previous[0])
         if torch is not None:
             torch.set_num_threads(previous[1])
 
@@ -684,13 +677,13 @@ def thread_ratios(timer: TimerConfig, peers: Sequence[str] = ()) -> dict[str, An
         imported}``.
     """
     loaded = _use_peers(peers)
-    default = get_pylucid_threads()
+    default = pl.get_num_threads()
     current = [default]
 
     def pinned(threads: int, fn: Callable[[], Any]) -> Callable[[], Any]:
         def call() -> Any:
             if current[0] != threads:
-                set_pylucid_threads(threads)
+                pl.set_num_threads(threads)
                 current[0] = threads
             return fn()
 
@@ -703,7 +696,7 @@ def thread_ratios(timer: TimerConfig, peers: Sequence[str] = ()) -> dict[str, An
     try:
         measured, errors = measure(calls, timer)
     finally:
-        set_pylucid_threads(default)
+        pl.set_num_threads(default)
     ops = {}
     for name in CONTENTION_OPS:
         both = measured.get(f"{name}@default"), measured.get(f"{name}@1")

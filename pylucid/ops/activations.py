@@ -104,7 +104,7 @@ class LeakyReluBackward(UnaryOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be, slope = self.backend, self.negative_slope
-        return (be.leaky_relu_backward(self.saved.x, g, slope, self.shape, self.dtype),)
+        return (be.leaky_relu_backward(self.saved["x"], g, slope, self.shape, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         return (where(self.saved_tensor("x") > 0, g, g * self.negative_slope),)
@@ -127,7 +127,7 @@ class EluBackward(UnaryOp):
         return be.elu(a, alpha, shape, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        return (self.backend.elu_backward(self.saved.x, g, self.alpha, self.shape, self.dtype),)
+        return (self.backend.elu_backward(self.saved["x"], g, self.alpha, self.shape, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         x = self.saved_tensor("x")
@@ -170,7 +170,7 @@ class SoftplusBackward(UnaryOp):
         return be.softplus(a, beta, threshold, shape, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        be, x = self.backend, self.saved.x
+        be, x = self.backend, self.saved["x"]
         return (be.softplus_backward(x, g, self.beta, self.threshold, self.shape, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
@@ -216,7 +216,7 @@ class GeluBackward(UnaryOp):
         return be.gelu(a, approximate, shape, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        be, x = self.backend, self.saved.x
+        be, x = self.backend, self.saved["x"]
         return (be.gelu_backward(x, g, self.approximate, self.shape, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
@@ -310,7 +310,7 @@ class ClampBackward(UnaryOp):
         return be.clamp(a, low, high, shape, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        be, x = self.backend, self.saved.x
+        be, x = self.backend, self.saved["x"]
         return (be.clamp_backward(x, g, self.low, self.high, self.shape, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:

@@ -86,8 +86,8 @@ class MulBackward(BinaryOp):
         needs_a, needs_b = self.needs_input_grad
         be, saved = self.backend, self.saved
         return (
-            be.mul(g, saved.b, self.shape, self.dtype) if needs_a else None,
-            be.mul(g, saved.a, self.shape, self.dtype) if needs_b else None,
+            be.mul(g, saved["b"], self.shape, self.dtype) if needs_a else None,
+            be.mul(g, saved["a"], self.shape, self.dtype) if needs_b else None,
         )
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -120,8 +120,10 @@ class DivBackward(BinaryOp):
         needs_a, needs_b = self.needs_input_grad
         be, saved = self.backend, self.saved
         return (
-            be.div(g, saved.b, self.shape, self.dtype) if needs_a else None,
-            be.div_backward_b(saved.a, saved.b, g, self.shape, self.dtype) if needs_b else None,
+            be.div(g, saved["b"], self.shape, self.dtype) if needs_a else None,
+            be.div_backward_b(saved["a"], saved["b"], g, self.shape, self.dtype)
+            if needs_b
+            else None,
         )
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:

@@ -461,7 +461,7 @@ class Op(Node):
         :meth:`grad_graph`: an input as the op received it (cast differentiably if the op
         computed in another dtype), or ``"result"`` as this node's own output."""
         if name == "result":
-            result = Tensor._make(self.saved.result, self.backend, self.dtype)
+            result = Tensor._make(self.saved["result"], self.backend, self.dtype)
             result._set_grad_fn(self)
             return result
         tensor = self.saved.tensor(name)

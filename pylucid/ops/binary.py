@@ -90,8 +90,10 @@ class PowBackward(BinaryOp):
         needs_a, needs_b = self.needs_input_grad
         be, saved = self.backend, self.saved
         return (
-            be.pow_backward_a(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
-            be.pow_backward_b(saved.a, saved.result, g, self.shape, self.dtype)
+            be.pow_backward_a(saved["a"], saved["b"], g, self.shape, self.dtype)
+            if needs_a
+            else None,
+            be.pow_backward_b(saved["a"], saved["result"], g, self.shape, self.dtype)
             if needs_b
             else None,
         )
@@ -169,8 +171,12 @@ class Atan2Backward(BinaryOp):
         needs_a, needs_b = self.needs_input_grad
         be, saved = self.backend, self.saved
         return (
-            be.atan2_backward_a(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
-            be.atan2_backward_b(saved.a, saved.b, g, self.shape, self.dtype) if needs_b else None,
+            be.atan2_backward_a(saved["a"], saved["b"], g, self.shape, self.dtype)
+            if needs_a
+            else None,
+            be.atan2_backward_b(saved["a"], saved["b"], g, self.shape, self.dtype)
+            if needs_b
+            else None,
         )
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -224,8 +230,12 @@ class MaximumBackward(BinaryOp):
         needs_a, needs_b = self.needs_input_grad
         be, saved = self.backend, self.saved
         return (
-            be.maximum_backward(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
-            be.maximum_backward(saved.b, saved.a, g, self.shape, self.dtype) if needs_b else None,
+            be.maximum_backward(saved["a"], saved["b"], g, self.shape, self.dtype)
+            if needs_a
+            else None,
+            be.maximum_backward(saved["b"], saved["a"], g, self.shape, self.dtype)
+            if needs_b
+            else None,
         )
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -268,8 +278,12 @@ class MinimumBackward(BinaryOp):
         needs_a, needs_b = self.needs_input_grad
         be, saved = self.backend, self.saved
         return (
-            be.minimum_backward(saved.a, saved.b, g, self.shape, self.dtype) if needs_a else None,
-            be.minimum_backward(saved.b, saved.a, g, self.shape, self.dtype) if needs_b else None,
+            be.minimum_backward(saved["a"], saved["b"], g, self.shape, self.dtype)
+            if needs_a
+            else None,
+            be.minimum_backward(saved["b"], saved["a"], g, self.shape, self.dtype)
+            if needs_b
+            else None,
         )
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -325,7 +339,7 @@ class WhereBackward(Op):
 
     def grad_formula(self, g: Any) -> tuple[None, Any, Any]:
         _, needs_a, needs_b = self.needs_input_grad
-        be, condition = self.backend, self.saved.condition
+        be, condition = self.backend, self.saved["condition"]
         return (
             None,
             be.where(condition, g, 0.0, self.shape, self.dtype) if needs_a else None,

@@ -104,12 +104,12 @@ class MatmulBackward(BinaryOp):
         needs_a, needs_b = self.needs_input_grad
         grad_a = grad_b = None
         if needs_a:
-            b_t = be.transpose(be.reshape(self.saved.b, b2), _swap_last(len(b2)))
+            b_t = be.transpose(be.reshape(self.saved["b"], b2), _swap_last(len(b2)))
             grad_a = be.matmul(g, b_t, (*batch, n, k), dtype)
             if len(a_shape) == 1:
                 grad_a = be.reshape(grad_a, (*batch, k))
         if needs_b:
-            a = be.reshape(self.saved.a, a2)
+            a = be.reshape(self.saved["a"], a2)
             grad_shape = (*batch, k, m)
             if len(b2) == 2 and batch:  # then a2 has the batch: fold it into the rows
                 rows = math.prod(batch) * n

@@ -163,7 +163,7 @@ class ProdBackward(_AccumulatingOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         be = self.backend
         g = be.reshape(g, self._keepdims_shape())
-        return (be.prod_backward(self.saved.x, g, self.axes, self.dtype),)
+        return (be.prod_backward(self.saved["x"], g, self.axes, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         # Each reduced slice as a row; others_j = before_(j-1) * after_(j+1) from the
@@ -210,8 +210,8 @@ class _ExtremumOp(ReduceOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be, keep = self.backend, self._keepdims_shape()
-        result, g = be.reshape(self.saved.result, keep), be.reshape(g, keep)
-        return (be.extremum_backward(self.saved.x, result, g, self.axes, self.dtype),)
+        result, g = be.reshape(self.saved["result"], keep), be.reshape(g, keep)
+        return (be.extremum_backward(self.saved["x"], result, g, self.axes, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         keep = self._keepdims_shape()
@@ -353,7 +353,7 @@ class VarBackward(_MomentOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         be = self.backend
         g = be.reshape(g, self._keepdims_shape())
-        return (be.var_backward(self.saved.x, g, self.axes, self.correction, self.dtype),)
+        return (be.var_backward(self.saved["x"], g, self.axes, self.correction, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         x = self.saved_tensor("x")
@@ -378,8 +378,9 @@ class StdBackward(_MomentOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be, keep = self.backend, self._keepdims_shape()
-        result, g = be.reshape(self.saved.result, keep), be.reshape(g, keep)
-        return (be.std_backward(self.saved.x, result, g, self.axes, self.correction, self.dtype),)
+        result, g = be.reshape(self.saved["result"], keep), be.reshape(g, keep)
+        x = self.saved["x"]
+        return (be.std_backward(x, result, g, self.axes, self.correction, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         # The masked branch divides by 1 instead of 0, so that the zero gradient where()

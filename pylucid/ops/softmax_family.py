@@ -63,8 +63,8 @@ class LogsumexpBackward(ReduceOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be, keep = self.backend, self._keepdims_shape()
-        result, g = be.reshape(self.saved.result, keep), be.reshape(g, keep)
-        return (be.logsumexp_backward(self.saved.x, result, g, self.axes, self.dtype),)
+        result, g = be.reshape(self.saved["result"], keep), be.reshape(g, keep)
+        return (be.logsumexp_backward(self.saved["x"], result, g, self.axes, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         keep = self._keepdims_shape()
@@ -94,7 +94,7 @@ class SoftmaxBackward(UnaryOp):
         return be.softmax(a, axes, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        return (self.backend.softmax_backward(self.saved.result, g, self.axes, self.dtype),)
+        return (self.backend.softmax_backward(self.saved["result"], g, self.axes, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         y = self.saved_tensor("result")
@@ -121,7 +121,7 @@ class LogSoftmaxBackward(UnaryOp):
         return be.log_softmax(a, axes, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        return (self.backend.log_softmax_backward(self.saved.result, g, self.axes, self.dtype),)
+        return (self.backend.log_softmax_backward(self.saved["result"], g, self.axes, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         total = g.sum(axis=self.axes, keepdims=True)

@@ -124,7 +124,7 @@ class LogBase(PointwiseOp):
     ln_base_lo: ClassVar[float]
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        be, x = self.backend, self.saved.x
+        be, x = self.backend, self.saved["x"]
         lo = self.ln_base_lo
         return (be.log_base_backward(x, g, self.ln_base, lo, self.shape, self.dtype),)
 
@@ -249,7 +249,7 @@ class PowScalarBackward(UnaryOp):
     def grad_formula(self, g: Any) -> tuple[Any]:
         return (
             self.backend.pow_scalar_backward(
-                self.saved.x, g, self.exponent, self.shape, self.dtype
+                self.saved["x"], g, self.exponent, self.shape, self.dtype
             ),
         )
 
