@@ -1,0 +1,67 @@
+"""The per-op fast path: dispatch plans and lifted numbers are cached, and a cached decision
+is never applied where a fresh one would differ (autocast, number types, parameter types,
+signed zeros, inference mode), nor kept for a call that failed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import pylucid as pl
+from pylucid.ops import base, wrapping
+
+
+def test_a_plan_depends_on_the_autocast_state(device) -> None:
+    a = pl.ones(2, 2, device=device)
+    assert (a @ a).dtype is pl.float32
+    with pl.autocast(dtype=pl.bfloat16):
+        assert (a @ a).dtype is pl.bfloat16
+    assert (a @ a).dtype is pl.float32
+
+
+def test_a_plan_depends_on_the_types_of_numbers_and_parameters(device) -> None:
+    ints = pl.tensor([1, 2], device=device)
+    assert (ints * 2).dtype is pl.int64 and (ints * 2.0).dtype is pl.float32
+    assert (ints**2).dtype is pl.int64 and (ints**2.0).dtype is pl.float32
+    assert (ints * 2).tolist() == [2, 4]  # the int plan again, after the float one
+
+
+def test_a_failed_call_is_not_cached(device) -> None:
+    a, b = pl.ones(2, device=device), pl.ones(3, device=device)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"add: shapes \(2,\) and \(3,\) cannot be broadcast"):
+            a + b
+    assert (a + a).tolist() == [2.0, 2.0]
+
+
+def test_the_plan_cache_stays_bounded() -> None:
+    for n in range(base.PLAN_CACHE_SIZE + 10):
+        pl.zeros(n + 1) + 1.0
+    assert len(base._PLANS) <= base.PLAN_CACHE_SIZE
+
+
+def test_signed_zeros_are_not_conflated(device) -> None:
+    x = pl.tensor([1.0], device=device)
+    assert math.copysign(1.0, (x * -0.0).item()) == -1.0
+    assert math.copysign(1.0, (x * 0.0).item()) == 1.0
+    assert math.copysign(1.0, (x * -0.0).item()) == -1.0
+
+
+def test_a_number_lifted_under_inference_mode_can_be_saved_later(device) -> None:
+    x = pl.tensor([2.0], device=device)
+    with pl.inference_mode():
+        x * 3.5
+    w = pl.tensor([2.0], device=device, requires_grad=True)
+    (w * 3.5).sum().backward()  # mul saves the lifted 3.5: it must not be an inference tensor
+    assert w.grad.tolist() == [3.5]
+
+
+def test_lifted_numbers_are_reused_and_their_values_exact(device) -> None:
+    x = pl.tensor([1.0, 2.0], device=device)
+    first = wrapping.lift("mul", "b", 3.25, x)
+    assert wrapping.lift("mul", "b", 3.25, x) is first
+    wide = pl.tensor([1.0], dtype=pl.float64, device=device)
+    assert wrapping.lift("mul", "b", 3.25, wide) is not first  # another dtype: another number
+    np.testing.assert_array_equal((x * 3.25).numpy(), np.array([3.25, 6.5], np.float32))
