@@ -4,9 +4,10 @@ An op is a subclass of :class:`Op` (through a family base: :class:`UnaryOp`,
 :class:`BinaryOp`, :class:`ReduceOp`) whose body is its ``schema_v1``, its static
 ``dispatch`` forward and its ``grad_formula`` backward. Declaring the class registers it.
 :meth:`Op.apply` does everything else the same way for every op: it checks devices and
-shapes, chooses the compute dtype from the schema, dispatches to the inputs' backend, and -
-only when grad mode is on and an input requires grad - records the node, saving what the
-schema names. The node's :meth:`Op.backward` undoes broadcasting and casts each gradient back
+shapes and chooses the compute dtype from the schema - decisions a :class:`DispatchPlan`
+holds, made once per call signature -, dispatches to the inputs' backend, and - only when
+grad mode is on and an input requires grad - records the node, saving what the schema
+names. The node's :meth:`Op.backward` undoes broadcasting and casts each gradient back
 to its input's dtype, so no ``grad_formula`` has to. An op declaring
 ``input_arity=VARIADIC`` takes any number of tensors (``concatenate``, ``stack``).
 """
