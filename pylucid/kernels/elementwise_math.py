@@ -463,15 +463,16 @@ def gelu_grad(x, g):
 
 @register_jitable
 def gelu_tanh(x):
-    """y = x (1 + tanh(u)) / 2 with u = sqrt(2/pi) (x + 0.044715 x^3)."""
-    return 0.5 * x * (1.0 + math.tanh(SQRT_2_OVER_PI * (x + GELU_KAPPA * x * x * x)))
+    """y = x (1 + tanh(u)) / 2 with u = sqrt(2/pi) (x + 0.044715 x^3); :func:`tanh`'s
+    vectorisable form."""
+    return 0.5 * x * (1.0 + tanh(SQRT_2_OVER_PI * (x + GELU_KAPPA * x * x * x)))
 
 
 @register_jitable
 def gelu_tanh_grad(x, g):
     """dL/dx = g ((1 + t) / 2 + x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2), t = tanh(u)."""
     x2 = x * x
-    t = math.tanh(SQRT_2_OVER_PI * (x + GELU_KAPPA * x2 * x))
+    t = tanh(SQRT_2_OVER_PI * (x + GELU_KAPPA * x2 * x))
     du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_KAPPA * x2)
     return g * 0.5 * ((1.0 + t) + x * (1.0 - t * t) * du)
 
