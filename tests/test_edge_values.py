@@ -603,6 +603,15 @@ _SAVED_RESULT = (
     "x = 6), so pylucid's is checked as the exact derivative at its own y"
 )
 _MORE_ACCURATE = "pylucid gives the exact value (rounded) where PyTorch's formula {}"
+#: maximum and minimum of +0 and -0.
+_SIGNED_ZERO_TIE = Deviation(
+    "forward",
+    _zero_tie,
+    lambda o: o.case.arrays[0],
+    "the sign of a tie of +0 and -0 is unspecified (IEEE 754 maxNum / minNum): numba returns "
+    "the first argument, as NumPy, MLX and PyTorch the second",
+    signless=True,
+)
 
 DEVIATIONS: dict[str, list[Deviation]] = {
     "sinh": [
@@ -756,26 +765,8 @@ DEVIATIONS: dict[str, list[Deviation]] = {
             "PyTorch's is ±inf where b - 1 rounds to an integer (a = -1e-45, b = 1e-45)",
         ),
     ],
-    "maximum": [
-        Deviation(
-            "forward",
-            _zero_tie,
-            lambda o: o.case.arrays[0],
-            "the sign of a tie of +0 and -0 is unspecified (IEEE 754 maxNum / minNum): numba "
-            "returns the first argument, as NumPy, MLX and PyTorch the second",
-            signless=True,
-        )
-    ],
-    "minimum": [
-        Deviation(
-            "forward",
-            _zero_tie,
-            lambda o: o.case.arrays[0],
-            "the sign of a tie of +0 and -0 is unspecified (IEEE 754 maxNum / minNum): numba "
-            "returns the first argument, as NumPy, MLX and PyTorch the second",
-            signless=True,
-        )
-    ],
+    "maximum": [_SIGNED_ZERO_TIE],
+    "minimum": [_SIGNED_ZERO_TIE],
     "prod": [
         Deviation(
             "forward",

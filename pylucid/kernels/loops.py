@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -46,9 +45,6 @@ __all__ = ["PARALLEL_THRESHOLD", "PARALLEL_THRESHOLD_HEAVY", "ElementwiseKernel"
 PARALLEL_THRESHOLD = parallel_threshold("memory")
 #: The same for compute-bound kernels (log, exp, trigonometry: several ns per element).
 PARALLEL_THRESHOLD_HEAVY = parallel_threshold("transcendental")
-
-#: Outputs of fewer elements than this are below the memory pool's size in any dtype.
-_SMALL = memory.MIN_BYTES // 8
 
 _JIT = {"cache": True, "error_model": "numpy", "nogil": True}
 
@@ -184,14 +180,10 @@ class ElementwiseKernel:
         if out is None:
             if out_dtype.itemsize == 2:
                 return self._call_half(operands, shape, out_dtype, out)
-            size = math.prod(shape)
-            # (np.empty below the pool's size: memory.empty would decide the same, later)
-            out = np.empty(shape, out_dtype) if size < _SMALL else memory.empty(shape, out_dtype)
+            out = memory.empty(shape, out_dtype)
         elif out.itemsize == 2:
             return self._call_half(operands, shape, out_dtype, out)
-        else:
-            size = out.size
-        loop = self._parallel if size >= self.parallel_threshold else self._serial
+        loop = self._parallel if out.size >= self.parallel_threshold else self._serial
         if len(shape) == 1:  # already flat: skip the reshapes (a tiny op's main cost here)
             loop(*operands, out)
         else:

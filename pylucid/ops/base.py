@@ -90,28 +90,20 @@ def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> 
     return backend
 
 
-#: (op class, input dtypes, tiers) -> the dtypes :func:`_weakened` gives.
-_WEAKENED: dict[tuple[type, tuple[DType, ...], tuple[int, ...]], tuple[DType, ...]] = {}
-
-
 def _weakened(
     cls: type[Op], inputs: Sequence[Tensor], dtypes: tuple[DType, ...]
 ) -> tuple[DType, ...]:
     """``dtypes`` with the dtype of each Python number and 0-d tensor among the promoted
     inputs replaced by the result of PyTorch's promotion (:func:`promote_tiers`), so that
-    plain promotion of the tuple gives that result; computed once per combination."""
-    tiers = tuple([0 if t._wrapped else 2 if t._shape else 1 for t in inputs])
-    key = (cls, dtypes, tiers)
-    weakened = _WEAKENED.get(key)
-    if weakened is None:
-        labels = cls.input_labels(len(inputs))
-        promoted = [i for i, label in enumerate(labels) if label not in cls.uncast_inputs]
-        result = promote_tiers([dtypes[i] for i in promoted], [tiers[i] for i in promoted])
-        weakened = tuple(
-            result if i in promoted and tiers[i] < 2 else dtype for i, dtype in enumerate(dtypes)
-        )
-        _WEAKENED[key] = weakened
-    return weakened
+    plain promotion of the tuple gives that result (once per call signature: the
+    :class:`DispatchPlan` keeps it)."""
+    tiers = [0 if t._wrapped else 2 if t._shape else 1 for t in inputs]
+    labels = cls.input_labels(len(inputs))
+    promoted = [i for i, label in enumerate(labels) if label not in cls.uncast_inputs]
+    result = promote_tiers([dtypes[i] for i in promoted], [tiers[i] for i in promoted])
+    return tuple(
+        result if i in promoted and tiers[i] < 2 else dtype for i, dtype in enumerate(dtypes)
+    )
 
 
 class DispatchPlan:
@@ -218,10 +210,21 @@ PLAN_CACHE_SIZE = 4096
 _PLAIN_PARAMS = (int, float, bool, str, type(None), DType)
 
 
+#: Whether instances of a type are backends: Backend is a runtime-checkable Protocol, whose
+#: isinstance takes ~140 us (it looks up every member), so it runs once per type.
+_BACKEND_TYPES: dict[type, bool] = {}
+
+
 def _plain(value: Any) -> bool:
     if isinstance(value, tuple):
         return all([_plain(v) for v in value])
-    return isinstance(value, _PLAIN_PARAMS) or isinstance(value, Backend)
+    if isinstance(value, _PLAIN_PARAMS):
+        return True
+    kind = type(value)
+    is_backend = _BACKEND_TYPES.get(kind)
+    if is_backend is None:
+        is_backend = _BACKEND_TYPES[kind] = isinstance(value, Backend)
+    return is_backend
 
 
 def dispatch_plan(cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any]) -> DispatchPlan:

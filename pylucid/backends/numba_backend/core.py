@@ -170,16 +170,11 @@ class NumbaCore:
         return self._nary(kernel, (a,), shape, dtype)
 
     def _nary(self, kernel, operands, shape, dtype, *scalars):
-        compute = _FLOAT32 if dtype.is_half else dtype.numpy
+        compute = compute_dtype(dtype).numpy
         if len(shape) > 1 and _fortran_ordered(operands, shape):
             transposed = tuple(_transposed(a) for a in operands)
             return self._nary(kernel, transposed, shape[::-1], dtype, *scalars).T
-        args = []
-        for a in operands:  # _operand, with its commonest case (one element) inline
-            if type(a) is np.ndarray and a.dtype is compute and a.size == 1 and a.ndim < 2:
-                args.append(a[()] if a.ndim == 0 else a[0])
-            else:
-                args.append(_operand(a, shape, compute))
+        args = [_operand(a, shape, compute) for a in operands]
         if scalars:
             args += [compute.type(s) for s in scalars]
         return kernel.run(args, shape, dtype.numpy)
