@@ -186,10 +186,13 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """
     if type(shape) is int:
         shape = (shape,)
+    count = math.prod(shape)
+    if count < _SMALL_COUNT:  # below MIN_BYTES whatever the dtype: the common, cheap case
+        return np.empty(shape, dtype)
     itemsize = _ITEMSIZES.get(dtype)
     if itemsize is None:  # a dtype seen for the first time, or a scalar type
         itemsize = _ITEMSIZES[dtype] = np.dtype(dtype).itemsize
-    nbytes = math.prod(shape) * itemsize
+    nbytes = count * itemsize
     if nbytes < MIN_BYTES:
         return np.empty(shape, dtype)
     return _POOL.take(nbytes)[:nbytes].view(dtype).reshape(shape)
@@ -197,6 +200,8 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 #: Bytes per element by dtype (or scalar type): :func:`empty` runs on every kernel call.
 _ITEMSIZES: dict[object, int] = {}
+#: Arrays of fewer elements are below :data:`MIN_BYTES` in every dtype (16 bytes at most).
+_SMALL_COUNT = MIN_BYTES // 16
 
 
 def is_sole_view(array: np.ndarray) -> bool:

@@ -16,6 +16,7 @@ __all__ = [
     "InplaceModifiedError",
     "Node",
     "RemovableHandle",
+    "NOTHING_SAVED",
     "SavedValues",
 ]
 
@@ -48,84 +49,105 @@ class SavedValues:
     differentiable gradient formulas and every read can check that it was not modified in
     place since. Reading after :meth:`release` raises :class:`FreedGraphError` naming the
     node.
+
+    The fields are parallel sequences indexed like ``names`` (one or two entries, as a
+    node's schema names them): every recorded node makes one, so it is a handful of
+    tuples rather than dicts.
     """
 
-    __slots__ = ("_owner", "_values", "_tensors", "_versions")
+    __slots__ = ("_owner", "_names", "_values", "_tensors", "_counters", "_versions")
 
     def __init__(
         self,
         owner: str,
-        values: dict[str, Any],
-        tensors: dict[str, Any],
-        versions: dict[str, tuple[Any, int]],
+        names: tuple[str, ...],
+        values: list[Any],
+        tensors: tuple[Any, ...],
+        counters: tuple[Any, ...],
+        versions: tuple[int, ...],
     ) -> None:
-        """``values``: storages by name; ``tensors``: the input Tensors among them;
-        ``versions``: the version counter of every saved value's memory, with its value
-        when saved."""
+        """``values``: the storages, one per name; ``tensors``: the input Tensor of each
+        (None for the op's result); ``counters``: the version counter of each value's
+        memory, and ``versions`` its value when saved."""
         self._owner = owner
-        self._values: dict[str, Any] | None = values
+        self._names = names
+        self._values: list[Any] | None = values
         self._tensors = tensors
+        self._counters = counters
         self._versions = versions
 
-    def _check(self, name: str) -> None:
+    def _index(self, name: str) -> int:
         if self._values is None:
             raise FreedGraphError(
                 f"{self._owner}: trying to backward through the graph a second time, but its "
                 f"saved values were freed after the first backward; pass retain_graph=True to "
                 f"the first backward() to keep them"
             )
-        counter, saved_version = self._versions.get(name, (None, None))
-        if counter is not None and counter.value != saved_version:
-            shape = getattr(self._values.get(name), "shape", "?")
+        try:
+            index = self._names.index(name)
+        except ValueError:
+            raise AttributeError(f"{self._owner} saved no value named {name!r}") from None
+        counter, saved_version = self._counters[index], self._versions[index]
+        if counter.value != saved_version:
+            shape = getattr(self._values[index], "shape", "?")
             raise InplaceModifiedError(
                 f"{self._owner}: the tensor it saved as {name!r} (shape {tuple(shape)}) was "
                 f"modified by an in-place operation after the forward pass (version "
                 f"{saved_version} when saved, now {counter.value}); compute the gradient "
                 f"before modifying it, or modify a copy (x.clone())"
             )
+        return index
 
     def __getitem__(self, name: str) -> Any:
         """The saved value ``name``, checked (not freed, not changed in place since). Three
         times cheaper than the attribute (``saved.x``), whose lookup fails before it reaches
         :meth:`__getattr__`: backward formulas use this."""
-        self._check(name)
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(f"{self._owner} saved no value named {name!r}") from None
+        return self._values[self._index(name)]
 
     def __getattr__(self, name: str) -> Any:
         return self[name]
 
     def tensor(self, name: str) -> Any:
         """The saved input ``name`` as the Tensor the op was called with."""
-        self._check(name)
-        return self._tensors[name]
+        tensor = self._tensors[self._index(name)]
+        if tensor is None:
+            raise AttributeError(f"{self._owner}: {name!r} is its result, not an input")
+        return tensor
 
     def holds(self, tensor: Any) -> bool:
         """Whether ``tensor`` is one of the saved (and not yet freed) inputs."""
-        return self._values is not None and any(t is tensor for t in self._tensors.values())
+        return self._values is not None and any(t is tensor for t in self._tensors)
 
     def rebind(self, old: Any, snapshot: Any) -> None:
         """Point every value saved from tensor ``old`` at ``snapshot`` (a copy of ``old``'s
         values before an in-place op overwrites them), keeping a cast copy that is already
         private to this node."""
-        for name, tensor in list(self._tensors.items()):
+        tensors, counters = list(self._tensors), list(self._counters)
+        versions = list(self._versions)
+        for index, tensor in enumerate(tensors):
             if tensor is old:
-                if self._values[name] is old._storage:
-                    self._values[name] = snapshot._storage
-                self._tensors[name] = snapshot
-                self._versions[name] = (snapshot._version, snapshot._version.value)
+                if self._values[index] is old._storage:
+                    self._values[index] = snapshot._storage
+                tensors[index], counters[index] = snapshot, snapshot._version
+                versions[index] = snapshot._version.value
+        self._tensors, self._counters, self._versions = (
+            tuple(tensors), tuple(counters), tuple(versions)
+        )
 
     def release(self) -> None:
-        """Drop the references to the saved values."""
-        self._values = None
-        self._tensors = {}
+        """Drop the references to the saved values (:data:`NOTHING_SAVED` has none)."""
+        if self._names:
+            self._values = None
+            self._tensors = ()
 
     @property
     def released(self) -> bool:
         """Whether :meth:`release` was called."""
         return self._values is None
+
+
+#: The saved values of every node that saves none (one shared, empty and never released).
+NOTHING_SAVED = SavedValues("a node that saves nothing", (), [], (), (), ())
 
 
 class Node:

@@ -14,6 +14,7 @@ to its input's dtype, so no ``grad_formula`` has to. An op declaring
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -25,7 +26,7 @@ from pylucid.backends.half import reads_half_natively
 from pylucid.dtypes import DType, default_float, float32, promote_tiers, promote_types
 from pylucid.graph.anomaly import creation_site, is_anomaly_enabled
 from pylucid.graph.grad_mode import is_grad_enabled
-from pylucid.graph.node import Node, SavedValues
+from pylucid.graph.node import NOTHING_SAVED, Node, SavedValues
 from pylucid.ops.schema import OpSchema, register_op, resolve_dtypes
 from pylucid.tensor import Tensor
 
@@ -127,6 +128,8 @@ class DispatchPlan:
         The output's dtype.
     casts : tuple of (DType or None)
         Per input, the dtype its storage is cast to, or None where it goes as it is.
+    casts_any : bool
+        Whether any input is cast.
     result_cast : DType or None
         The dtype the dispatched storage is cast to, or None.
     differentiable : bool
@@ -148,6 +151,7 @@ class DispatchPlan:
         "run_dtype",
         "result_dtype",
         "casts",
+        "casts_any",
         "result_cast",
         "differentiable",
         "check_allocation",
@@ -178,12 +182,13 @@ class DispatchPlan:
         # backend writes the half result itself (it computes a half dtype in float32 and
         # rounds once); the node still records float32 as its compute dtype.
         native = dtype is not natural and natural.is_half and reads_half_natively(backend)
-        self.casts = tuple(
+        casts = self.casts = tuple(
             None
             if label in cls.uncast_inputs or t._dtype is dtype or (native and t._dtype is natural)
             else dtype
             for label, t in zip(labels, inputs)
         )
+        self.casts_any = any([cast is not None for cast in casts])
         run_dtype = (
             natural
             if native and result_dtype is natural and "result" not in schema.saved
@@ -199,6 +204,8 @@ class DispatchPlan:
             [d is dtype for d in self.input_dtypes]
         )
 
+
+_STORAGE = operator.attrgetter("_storage")
 
 #: The plans of :func:`dispatch_plan`, by call signature; emptied when it reaches
 #: :data:`PLAN_CACHE_SIZE` entries (a program's signatures are few; a loop over ever new
@@ -236,15 +243,22 @@ def dispatch_plan(cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any
     parameters, each with its type (``exponent=2`` and ``exponent=2.0`` plan differently).
     Invalid calls raise while planning and leave nothing in the cache.
     """
-    key = [cls, autocast_dtype()]
-    for t in inputs:
-        key += (t._backend, t._dtype, t._shape, t._wrapped)
+    if len(inputs) == 1:  # (the common arities spelled out: a tuple built at once is cheapest)
+        (a,) = inputs
+        key = (cls, autocast_dtype(), a._backend, a._dtype, a._shape, a._wrapped)
+    elif len(inputs) == 2:
+        a, b = inputs
+        key = (cls, autocast_dtype(), a._backend, a._dtype, a._shape, a._wrapped)
+        key += (b._backend, b._dtype, b._shape, b._wrapped)
+    else:
+        key = (cls, autocast_dtype())
+        for t in inputs:
+            key += (t._backend, t._dtype, t._shape, t._wrapped)
     if params:
         for name, value in params.items():
             if not _plain(value):
                 return DispatchPlan(cls, inputs, params)
             key += (name, type(value), value)
-    key = tuple(key)
     plan = _PLANS.get(key)
     if plan is None:
         plan = DispatchPlan(cls, inputs, params)
@@ -384,10 +398,13 @@ class Op(Node):
         backend = plan.backend
         if plan.check_allocation:  # MLX allocates lazily and dies where it would fail
             backend.check_allocation(cls.schema_v1.name, plan.shape, plan.dtype)
-        storages = [
-            t._storage if cast is None else backend.cast(t._storage, cast)
-            for t, cast in zip(inputs, plan.casts)
-        ]
+        if plan.casts_any:
+            storages = [
+                t._storage if cast is None else backend.cast(t._storage, cast)
+                for t, cast in zip(inputs, plan.casts)
+            ]
+        else:
+            storages = list(map(_STORAGE, inputs))
         out = cls.dispatch(backend, *storages, shape=plan.shape, dtype=plan.run_dtype, **params)
         result_storage = out if plan.result_cast is None else backend.cast(out, plan.result_cast)
         result = Tensor._make(result_storage, plan.target, plan.result_dtype, shape=plan.shape)
@@ -410,15 +427,6 @@ class Op(Node):
         plan: DispatchPlan,
         params: dict[str, Any],
     ) -> None:
-        saved = cls.schema_v1.saved
-        if saved:
-            for label, t in zip(cls.input_labels(len(inputs)), inputs):
-                if t._is_inference and label in saved:
-                    raise RuntimeError(
-                        f"{cls.schema_v1.name}: {label} is an inference tensor (created under "
-                        f"inference_mode), which cannot be saved for backward; make it with "
-                        f"grad mode on, or clone it outside inference_mode"
-                    )
         node = cls.__new__(cls)
         node._record(inputs, storages, out, result, plan, params)
         result.grad_fn, result._requires_grad = node, True
@@ -432,6 +440,7 @@ class Op(Node):
         plan: DispatchPlan,
         params: dict[str, Any],
     ) -> None:
+        self.saved = self._saved_values(inputs, storages, out, result)
         if params:
             self.__dict__.update(params)
         self.backend = plan.backend
@@ -439,26 +448,46 @@ class Op(Node):
         self.rounded_result = plan.result_cast is not None
         self.input_shapes, self.input_dtypes = plan.input_shapes, plan.input_dtypes
         self.plain_grads = plan.plain_grads
-        edges = []
+        edges, needs = (), ()  # (tuples grown in a loop: a comprehension costs a frame)
         for t in inputs:
-            if not t._requires_grad:
-                edges.append(None)
+            if t._requires_grad:
+                edges += (t.grad_fn if t.grad_fn is not None else t._grad_edge(),)
+                needs += (True,)
             else:
-                edges.append(t.grad_fn if t.grad_fn is not None else t._grad_edge())
-        self.next_edges = tuple(edges)
-        self.needs_input_grad = tuple([edge is not None for edge in edges])
+                edges += (None,)
+                needs += (False,)
+        self.next_edges, self.needs_input_grad = edges, needs
         if is_anomaly_enabled():  # where the op was called, for anomaly reports
             self.creation_site = creation_site()
-        values, tensors, versions = {}, {}, {}
+
+    def _saved_values(
+        self, inputs: Sequence[Tensor], storages: Sequence[Any], out: Any, result: Tensor
+    ) -> SavedValues:
+        """What ``schema_v1.saved`` names, each with the version counter of its memory."""
+        if not self._saved_inputs:
+            return NOTHING_SAVED
+        values, tensors, counters, versions = [], (), (), ()
         for name, index in self._saved_inputs:
             if index is None:  # the result
-                values[name], counter = out, result._version
+                values.append(out)
+                tensors += (None,)
+                counter = result._version
             else:
-                values[name] = storages[index]
-                tensor = tensors[name] = inputs[index]
+                tensor = inputs[index]
+                if tensor._is_inference:
+                    raise RuntimeError(
+                        f"{self.schema_v1.name}: {name} is an inference tensor (created "
+                        f"under inference_mode), which cannot be saved for backward; make it "
+                        f"with grad mode on, or clone it outside inference_mode"
+                    )
+                values.append(storages[index])
+                tensors += (tensor,)
                 counter = tensor._version
-            versions[name] = (counter, counter.value)
-        self.saved = SavedValues(type(self).__name__, values, tensors, versions)
+            counters += (counter,)
+            versions += (counter.value,)
+        return SavedValues(
+            type(self).__name__, self.schema_v1.saved, values, tensors, counters, versions
+        )
 
     def saved_tensor(self, name: str) -> Tensor:
         """A saved value as a Tensor in the graph, in the compute dtype, for
@@ -507,9 +536,12 @@ class Op(Node):
             grad = self.backend.cast(grad, self.dtype)
         grads = self.grad_formula(grad)
         if self.plain_grads:  # each gradient has its input's shape and dtype already
-            return tuple(
-                [g if needed else None for g, needed in zip(grads, self.needs_input_grad)]
-            )
+            if all(self.needs_input_grad):
+                return grads
+            plain = ()  # (grown in a loop: a comprehension costs a frame, per node)
+            for g, needed in zip(grads, self.needs_input_grad):
+                plain += (g if needed else None,)
+            return plain
         backend = self.backend
         results = []
         for g, needed, shape, dtype in zip(

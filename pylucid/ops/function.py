@@ -54,9 +54,11 @@ class FunctionCtx(Node):
         self._saved_count = len(tensors)
         self._saved = SavedValues(
             self.name,
-            {n: t._storage for n, t in zip(names, tensors)},
-            dict(zip(names, tensors)),
-            {n: (t._version, t._version.value) for n, t in zip(names, tensors)},
+            tuple(names),
+            [t._storage for t in tensors],
+            tensors,
+            tuple([t._version for t in tensors]),
+            tuple([t._version.value for t in tensors]),
         )
 
     @property

@@ -87,7 +87,12 @@ def lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
         For a Python integer that the result's integer dtype cannot hold (PyTorch silently
         wraps it around).
     """
-    if isinstance(value, Tensor):
+    kind = type(value)
+    if kind is float or kind is int:  # a program's constants: one lookup (zeros are not kept)
+        wrapped = _NUMBERS.get((value, kind, like._dtype, like._backend)) if value else None
+        if wrapped is not None:
+            return wrapped
+    elif isinstance(value, Tensor):
         return value
     if isinstance(value, np.ndarray):
         try:
@@ -100,7 +105,7 @@ def lift(op: str, name: str, value: Any, like: Tensor) -> Tensor:
             f"{op}: expected a Tensor, a NumPy array or a Python number for {name}, got "
             f"{type(value).__name__}"
         )
-    key = (value, type(value), like._dtype, like._backend)
+    key = (value, kind, like._dtype, like._backend)
     wrapped = _NUMBERS.get(key) if value else None  # (0.0 == -0.0: zeros are not kept)
     if wrapped is None:
         wrapped = _wrap_number(op, name, value, like)

@@ -174,7 +174,9 @@ class NumbaCore:
         if len(shape) > 1 and _fortran_ordered(operands, shape):
             transposed = tuple(_transposed(a) for a in operands)
             return self._nary(kernel, transposed, shape[::-1], dtype, *scalars).T
-        args = [_operand(a, shape, compute) for a in operands]
+        args = []  # (a loop, not a comprehension: this runs for every op, a frame is dear)
+        for a in operands:
+            args.append(_operand(a, shape, compute))
         if scalars:
             args += [compute.type(s) for s in scalars]
         return kernel.run(args, shape, dtype.numpy)
