@@ -65,8 +65,10 @@ def _operand(a: np.ndarray | float, shape: Shape, dtype: np.dtype) -> np.ndarray
             return dtype.type(a.reshape(())[()])
     if a.size == 1:
         return a.reshape(())[()]
-    if a.shape != shape:
-        a = np.broadcast_to(a, shape)
+    if a.shape != shape:  # (np.broadcast_to and a copy: 8.6 us for a (128,) bias against
+        broadcast = np.empty(shape, a.dtype)  # (32, 128); copyto broadcasts in C: 1.8 us)
+        np.copyto(broadcast, a)
+        return broadcast
     return np.ascontiguousarray(a)
 
 
@@ -221,8 +223,9 @@ class NumbaCore:
     def sum(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
         # NumPy's pairwise summation: error O(log n) ulp rather than O(n) for a plain loop.
         # Overflow to inf is the IEEE answer, not a warning.
+        # (np.add.reduce is what np.sum calls for arrays, without its Python wrapper: ~2 us.)
         with np.errstate(over="ignore", invalid="ignore"):
-            return np.asarray(np.sum(a, axis=axes, keepdims=keepdims, dtype=dtype.numpy))
+            return np.asarray(np.add.reduce(a, axis=axes, dtype=dtype.numpy, keepdims=keepdims))
 
     def broadcast_to(self, a: np.ndarray, shape: Shape) -> np.ndarray:
         return np.broadcast_to(a, shape)

@@ -43,11 +43,22 @@ def _order(ndim: int, axes: Axes) -> list[int]:
     return [i for i in range(ndim) if i not in axes] + list(axes)
 
 
+def _trailing(ndim: int, axes: Axes) -> bool:
+    """Whether ``axes`` are the last ones, in order (the reduced slices are the rows already)."""
+    return axes == tuple(range(ndim - len(axes), ndim))
+
+
 def _rows(a: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
     """``a`` as a C-contiguous ``(rows, n)`` array of ``dtype``, one reduced slice a row."""
-    n = math.prod(a.shape[i] for i in axes)
-    rows = math.prod(a.shape[i] for i in range(a.ndim) if i not in axes)
-    moved = a.astype(dtype.numpy, copy=False).transpose(_order(a.ndim, axes))
+    shape = a.shape
+    if _trailing(a.ndim, axes):  # the common case (a last axis): no transpose to make
+        lead = a.ndim - len(axes)
+        moved = a.astype(dtype.numpy, copy=False)
+        rows, n = math.prod(shape[:lead]), math.prod(shape[lead:])
+    else:
+        moved = a.astype(dtype.numpy, copy=False).transpose(_order(a.ndim, axes))
+        n = math.prod([shape[i] for i in axes])
+        rows = math.prod([shape[i] for i in range(a.ndim) if i not in axes])
     return np.ascontiguousarray(moved).reshape(rows, n)
 
 
@@ -58,6 +69,8 @@ def _per_row(v: np.ndarray, dtype: DType) -> np.ndarray:
 
 def _unrows(out: np.ndarray, shape: Shape, axes: Axes) -> np.ndarray:
     """Undo :func:`_rows`: a ``(rows, n)`` result back in ``shape``'s axis order (a view)."""
+    if _trailing(len(shape), axes):
+        return out.reshape(shape)
     order = _order(len(shape), axes)
     return out.reshape([shape[i] for i in order]).transpose(np.argsort(order))
 
