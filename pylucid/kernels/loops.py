@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -180,14 +181,23 @@ class ElementwiseKernel:
         if out is None:
             if out_dtype.itemsize == 2:
                 return self._call_half(operands, shape, out_dtype, out)
-            out = memory.empty(shape, out_dtype)
+            size = math.prod(shape)
+            if size < memory.SMALL_COUNT:  # (what memory.empty would answer, one call sooner)
+                out = np.empty(shape, out_dtype)
+            else:
+                out = memory.empty(shape, out_dtype)
         elif out.itemsize == 2:
             return self._call_half(operands, shape, out_dtype, out)
-        loop = self._parallel if out.size >= self.parallel_threshold else self._serial
+        else:
+            size = out.size
+        loop = self._parallel if size >= self.parallel_threshold else self._serial
         if len(shape) == 1:  # already flat: skip the reshapes (a tiny op's main cost here)
             loop(*operands, out)
-        else:
-            loop(*[_flat(a) for a in operands], out.reshape(-1))
+            return out
+        flat = []  # (a loop, not a comprehension: a frame per call is dear here)
+        for a in operands:
+            flat.append(_flat(a))
+        loop(*flat, out.reshape(-1))
         return out
 
     def _call_half(self, operands, shape, out_dtype, out) -> np.ndarray:

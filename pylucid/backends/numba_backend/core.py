@@ -80,10 +80,14 @@ def _fortran_ordered(operands: tuple, shape: Shape) -> bool:
     C-ordered input: 1.71 ms), add 0.65 ms (copying: 75 ms). Other strides are copied."""
     if len(shape) < 2:
         return False
-    arrays = [a for a in operands if isinstance(a, np.ndarray) and a.size != 1]
-    return bool(arrays) and all(
-        a.shape == shape and a.flags.f_contiguous and not a.flags.c_contiguous for a in arrays
-    )
+    found = False
+    for a in operands:  # (the common answer, a C-ordered operand, after one flags test)
+        if isinstance(a, np.ndarray) and a.size != 1:
+            flags = a.flags
+            if flags.c_contiguous or not flags.f_contiguous or a.shape != shape:
+                return False
+            found = True
+    return found
 
 
 def _transposed(a: object) -> object:
@@ -172,7 +176,7 @@ class NumbaCore:
         return self._nary(kernel, (a,), shape, dtype)
 
     def _nary(self, kernel, operands, shape, dtype, *scalars):
-        compute = compute_dtype(dtype).numpy
+        compute = _FLOAT32 if dtype.is_half else dtype.numpy  # (compute_dtype, inline)
         if len(shape) > 1 and _fortran_ordered(operands, shape):
             transposed = tuple(_transposed(a) for a in operands)
             return self._nary(kernel, transposed, shape[::-1], dtype, *scalars).T
