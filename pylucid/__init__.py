@@ -8,7 +8,7 @@
 tensor([-5.7708,  0.    ,  1.082 ])
 """
 
-from pylucid import amp, backends, graph, memory, ops, optim
+from pylucid import amp, backends, graph, memory, nn, ops, optim
 from pylucid.amp import autocast
 from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pylucid.factories import (
@@ -83,6 +83,7 @@ __all__ = [
     "is_grad_enabled",
     "manual_seed",
     "memory",
+    "nn",
     "no_grad",
     "ones",
     "ones_like",

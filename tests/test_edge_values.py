@@ -49,6 +49,7 @@ import pylucid as pl
 from pylucid.opinfo import OPS, OpInfo
 from pylucid.opinfo import binary as binary_records
 from pylucid.opinfo import elementwise as elementwise_records
+from pylucid.opinfo import losses as loss_records
 from tests.conftest import DEVICES, MLX_MISSING
 
 torch = pytest.importorskip(
@@ -78,8 +79,11 @@ OP_ULPS: dict[str, int] = {
     # gelu' = Phi + x phi cancels near its zero at x = -0.75 (not an edge value).
     "gelu": 12,
 }
-#: Ops whose finite results are sums that can cancel: compared normwise.
-NORMWISE = frozenset({"sum", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul"})
+#: Ops whose finite results are sums that can cancel: compared normwise (cross_entropy's
+#: gradient is the difference softmax - q of two probabilities).
+NORMWISE = frozenset(
+    {"sum", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul", "cross_entropy"}
+)
 #: The normwise bound, in ULP of the tensor's scale: a sum of up to 24 terms rounds up to
 #: 24 times on either side, in different orders.
 NORM_ULPS = 64
@@ -613,6 +617,26 @@ _SIGNED_ZERO_TIE = Deviation(
     signless=True,
 )
 
+def _ignored_rows(o: Outcome) -> np.ndarray:
+    """The logits of cross_entropy's ignored examples (the record's fixed targets)."""
+    x = o.case.arrays[0]
+    axis = 0 if x.ndim == 1 else 1
+    ignored = loss_records._targets(x.shape) == loss_records._IGNORED
+    return np.broadcast_to(np.expand_dims(ignored, axis), x.shape)
+
+
+def _cross_entropy_wide(o: Outcome) -> np.ndarray:
+    """The record's loss in x87 extended precision (its exponent range holds every
+    intermediate of float64 logits), rounded to the dtype."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        wide = loss_records._reference(o.case.arrays[0].astype(np.longdouble))
+        return wide.astype(o.dtype.numpy)
+
+
+def _torch_overflows_smoothing(o: Outcome) -> np.ndarray:
+    return np.isinf(o.torch_value) & np.isfinite(_cross_entropy_wide(o))
+
+
 DEVIATIONS: dict[str, list[Deviation]] = {
     "sinh": [
         Deviation(
@@ -803,6 +827,24 @@ DEVIATIONS: dict[str, list[Deviation]] = {
             "the expected values are exact, as for var",
         )
         for w, f in zip(("forward", 0), _var_family((0, 1), 0, root=True, keepdims=True))
+    ],
+    "cross_entropy": [
+        Deviation(
+            0,
+            _ignored_rows,
+            lambda o: np.zeros(o.torch_value.shape, o.dtype.numpy),
+            "an ignored example's logits get gradient 0 (the loss does not depend on them); "
+            "PyTorch multiplies their softmax by a zero weight, so nan or inf logits give nan",
+        ),
+        Deviation(
+            "forward",
+            _torch_overflows_smoothing,
+            _cross_entropy_wide,
+            _MORE_ACCURATE.format(
+                "sums the float32 log-probabilities of the smoothing term, which overflows "
+                "(logits near the largest float32)"
+            ),
+        ),
     ],
     "max": [
         Deviation(

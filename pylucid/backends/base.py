@@ -341,6 +341,28 @@ class Backend(Protocol):
     def log_softmax_backward(self, y: Storage, g: Storage, axes: Axes, dtype: DType) -> Storage:
         """Fused ``g - exp(y) sum(g)``."""
 
+    # -- losses -----------------------------------------------------------------------------
+    def check_targets(self, target: Storage, classes: int, ignore_index: int) -> tuple[int, int]:
+        """For a 1-d integer ``target``: (how many are not ``ignore_index``, the position
+        of the first one outside ``[0, classes)`` or -1)."""
+
+    def cross_entropy(
+        self, x: Storage, target: Storage, ignore_index: int, label_smoothing: float, dtype: DType
+    ) -> Storage:
+        """The ``(rows,)`` losses of ``(rows, C)`` logits against checked class indices:
+        ``(1 - e)(lse - x_t) + e (lse - mean x)``, 0 where the target is ``ignore_index``."""
+
+    def cross_entropy_backward(
+        self,
+        x: Storage,
+        target: Storage,
+        g: Storage,
+        ignore_index: int,
+        label_smoothing: float,
+        dtype: DType,
+    ) -> Storage:
+        """``g_r (softmax(x_r) - q_r)`` per row (``g``: ``(rows,)``), 0 on ignored rows."""
+
     # -- linalg and shape families ----------------------------------------------------------
     def matmul(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
         """NumPy's ``a @ b`` (1-d operands promoted, batch dimensions broadcast)."""

@@ -21,6 +21,7 @@ from pylucid.ops import (
     interop,  # noqa: F401  (installs NumPy's ufunc and array-function protocols)
     linalg,
     logical,
+    losses,  # noqa: F401  (registers cross_entropy; its wrapper is pylucid.nn.functional's)
     reduce,
     shape,
     softmax_family,

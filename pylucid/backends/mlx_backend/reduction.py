@@ -231,6 +231,81 @@ class MLXReduction:
         total = mx.sum(g, axis=list(axes), keepdims=True, stream=s)
         return mx.subtract(g, mx.multiply(self._exp(y, dtype), total, stream=s), stream=s)
 
+    # -- losses -----------------------------------------------------------------------------
+    def check_targets(self, target: Any, classes: int, ignore_index: int) -> tuple[int, int]:
+        return self._host().check_targets(self.to_numpy(target), classes, ignore_index)
+
+    def _shifted_rows(self, x: Any, dtype: DType) -> tuple[Any, Any, Any]:
+        """``m`` (the row's max, 0 where that is -inf), ``x - m`` for ``(rows, C)`` logits
+        and ``log sum exp(x - m)`` (``m`` and the log kept as ``(rows, 1)``; the log NaN for
+        a row holding +inf, whose softmax is NaN), as the numba kernel's. Working on the
+        shifted logits, as PyTorch's log_softmax, keeps ``log 3`` in a row of three ``max``
+        values (``m + log 3`` would round it away)."""
+        mx, s = self.mx, self._stream(dtype)
+        m = mx.max(x, axis=1, keepdims=True, stream=s)
+        shift = mx.where(mx.isinf(m, stream=s), mx.zeros_like(m, stream=s), m, stream=s)
+        shifted = mx.subtract(x, shift, stream=s)
+        total = mx.sum(self._exp(shifted, dtype), axis=1, keepdims=True, stream=s)
+        nan = mx.full(total.shape, math.nan, dtype=total.dtype, stream=s)
+        lse = mx.where(mx.equal(m, math.inf, stream=s), nan, mx.log(total, stream=s), stream=s)
+        return shift, shifted, lse
+
+    def _smoothed_targets(
+        self, target: Any, classes: int, label_smoothing: float, mx_dtype: Any, dtype: DType
+    ) -> Any:
+        """``q = (1 - e) onehot(target) + e / C``, ``(rows, C)``."""
+        mx, s = self.mx, self._stream(dtype)
+        hot = mx.equal(
+            mx.arange(classes, stream=s)[None, :], mx.expand_dims(target, 1, stream=s), stream=s
+        )
+        return mx.add(
+            mx.multiply(hot.astype(mx_dtype, stream=s), 1.0 - label_smoothing, stream=s),
+            label_smoothing / classes,
+            stream=s,
+        )
+
+    def cross_entropy(
+        self, x: Any, target: Any, ignore_index: int, label_smoothing: float, dtype: DType
+    ) -> Any:
+        """``(1 - e)(lse - x_t) + e (lse - mean x)`` per row, on the shifted logits, 0 on
+        ignored rows (the formulas of :mod:`pylucid.kernels.losses`)."""
+        mx, s = self.mx, self._stream(dtype)
+        x = self.cast(x, dtype)
+        rows, classes = x.shape
+        if rows == 0 or classes == 0:
+            return mx.zeros((rows,), dtype=self._mx_dtype(dtype), stream=s)
+        keep = mx.not_equal(target, ignore_index, stream=s)
+        shift, _, lse = self._shifted_rows(x, dtype)
+        q = self._smoothed_targets(target, classes, label_smoothing, x.dtype, dtype)
+        d = mx.subtract(shift, x, stream=s)
+        wide = mx.subtract(mx.multiply(q, shift, stream=s), mx.multiply(q, x, stream=s), stream=s)
+        terms = mx.where(mx.isinf(d, stream=s), wide, mx.multiply(q, d, stream=s), stream=s)
+        terms = mx.where(mx.equal(q, 0, stream=s), mx.zeros_like(terms, stream=s), terms, stream=s)
+        loss = mx.add(lse[:, 0], mx.sum(terms, axis=1, stream=s), stream=s)
+        return mx.where(keep, loss, mx.zeros_like(loss, stream=s), stream=s)
+
+    def cross_entropy_backward(
+        self,
+        x: Any,
+        target: Any,
+        g: Any,
+        ignore_index: int,
+        label_smoothing: float,
+        dtype: DType,
+    ) -> Any:
+        """``g_r (exp(x - lse) - q)``, ``q = (1 - e) onehot(t) + e / C``, 0 on ignored rows."""
+        mx, s = self.mx, self._stream(dtype)
+        x = self.cast(x, dtype)
+        rows, classes = x.shape
+        if rows == 0 or classes == 0:
+            return mx.zeros(x.shape, dtype=self._mx_dtype(dtype), stream=s)
+        keep = mx.expand_dims(mx.not_equal(target, ignore_index, stream=s), 1, stream=s)
+        q = self._smoothed_targets(target, classes, label_smoothing, x.dtype, dtype)
+        _, shifted, lse = self._shifted_rows(x, dtype)
+        p = self._exp(mx.subtract(shifted, lse, stream=s), dtype)
+        per_row = mx.broadcast_to(self.cast(g, dtype), (rows,), stream=s)[:, None]
+        out = mx.multiply(per_row, mx.subtract(p, q, stream=s), stream=s)
+        return mx.where(keep, out, mx.zeros_like(out, stream=s), stream=s)
 
 def _reduced_shape(shape: Shape, axes: Axes, keepdims: bool) -> Shape:
     if keepdims:

@@ -18,6 +18,7 @@ import numpy as np
 from pylucid import memory
 from pylucid.backends.base import Axes, Shape
 from pylucid.dtypes import DType
+from pylucid.kernels import losses
 from pylucid.kernels import reduction as kernels
 
 _SOFTMAX = kernels.row_map(kernels.softmax_row)
@@ -221,6 +222,40 @@ class NumbaReduction:
         out = rows_kernel(*args, out=memory.empty(args[0].shape, args[0].dtype))
         return _unrows(out, shape, axes)
 
+
+    # -- losses -----------------------------------------------------------------------------
+    def check_targets(self, target: np.ndarray, classes: int, ignore_index: int) -> tuple[int, int]:
+        return losses.check_targets(np.ascontiguousarray(target, np.int64), classes, ignore_index)
+
+    def cross_entropy(
+        self,
+        x: np.ndarray,
+        target: np.ndarray,
+        ignore_index: int,
+        label_smoothing: float,
+        dtype: DType,
+    ) -> np.ndarray:
+        rows = np.ascontiguousarray(x, dtype.numpy)
+        out = memory.empty((rows.shape[0],), dtype.numpy)
+        targets = np.ascontiguousarray(target, np.int64)
+        return losses.cross_entropy_rows(rows, targets, ignore_index, label_smoothing, out)
+
+    def cross_entropy_backward(
+        self,
+        x: np.ndarray,
+        target: np.ndarray,
+        g: np.ndarray,
+        ignore_index: int,
+        label_smoothing: float,
+        dtype: DType,
+    ) -> np.ndarray:
+        rows = np.ascontiguousarray(x, dtype.numpy)
+        per_row = np.ascontiguousarray(np.broadcast_to(g, (rows.shape[0],)), np.float64)
+        targets = np.ascontiguousarray(target, np.int64)
+        out = memory.empty(rows.shape, dtype.numpy)
+        return losses.cross_entropy_backward_rows(
+            rows, targets, per_row, ignore_index, label_smoothing, out
+        )
 
 def _reduced_shape(shape: Shape, axes: Axes, keepdims: bool) -> Shape:
     if keepdims:

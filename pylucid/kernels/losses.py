@@ -1,0 +1,164 @@
+"""Row kernels of cross entropy with class-index targets: the loss of each row and its
+gradient, each in one pass over the logits (plus the pass that finds the row's maximum).
+
+A row is the ``C`` logits ``x`` of one example, its target class ``t`` and a label smoothing
+``e``; the smoothed target distribution is ``q_j = (1 - e) [j = t] + e / C``. With
+``lse = log sum_j exp(x_j)`` (formed as ``m + log sum_j exp(x_j - m)``, ``m`` the row's
+maximum, or 0 where that is -inf; NaN for a row holding +inf, whose softmax is NaN; the
+terms are evaluated on ``x - m``):
+
+- loss ``= sum_j q_j (lse - x_j) = (1 - e)(lse - x_t) + e (lse - mean_j x_j)``;
+- gradient ``d loss / d x_j = softmax_j - q_j``, the softmax as ``exp(x_j - m) / sum``.
+
+A row whose target is ``ignore_index`` has loss 0 and gradient 0. ``exp`` and ``log`` are
+those of :mod:`pylucid.kernels.simd_math` (within 1 ULP); float32 rows compute in float64
+and are rounded once. Targets are checked by :func:`check_targets` before these run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba.extending import register_jitable
+
+from pylucid.kernels import simd_math
+from pylucid.kernels.jit import njit
+from pylucid.kernels.parallel import parallel_threshold
+from pylucid.kernels.reduction import _max, _sum
+
+__all__ = [
+    "PARALLEL_THRESHOLD_LOSS",
+    "check_targets",
+    "cross_entropy_backward_rows",
+    "cross_entropy_rows",
+]
+
+#: Element count of the logits from which the row loops run in parallel (row-kernel cost).
+PARALLEL_THRESHOLD_LOSS = parallel_threshold("row")
+
+_JIT = {"cache": True, "error_model": "numpy", "nogil": True}
+
+
+@njit(**_JIT)
+def check_targets(target: np.ndarray, classes: int, ignore_index: int) -> tuple[int, int]:
+    """(the number of targets that are not ``ignore_index``, the position of the first one
+    outside ``[0, classes)``, or -1)."""
+    count = 0
+    for i in range(target.size):
+        t = target[i]
+        if t == ignore_index:
+            continue
+        if t < 0 or t >= classes:
+            return count, i
+        count += 1
+    return count, -1
+
+
+@register_jitable
+def _shift(x):
+    """The row's maximum, or 0 where that is -inf; NaN for a row holding +inf (its softmax
+    is NaN, so are its loss and gradient, as in PyTorch)."""
+    m = float(_max(x))
+    if m == math.inf:
+        return math.nan
+    return m if math.isfinite(m) else 0.0
+
+
+@register_jitable
+def _log_sum_exp_shifted(x, m, scratch):
+    """``log sum_j exp(x_j - m)``; the exponentials go through ``scratch`` (a float64 row)
+    so that their loop vectorises (a running sum would chain them one by one: 6x slower)."""
+    for j in range(x.size):
+        scratch[j] = simd_math.exp(x[j] - m)
+    return simd_math.log(_sum(scratch))
+
+
+@register_jitable
+def _row_loss(x, t, ignore_index, smoothing, scratch):
+    """``lse + sum_j q_j (m - x_j)`` on the shifted logits, as PyTorch's log_softmax
+    (``m + log 3`` would round ``log 3`` away in a row of three ``max``). Each term is
+    ``q_j (m - x_j) >= 0``, so no partial sum exceeds the loss; where ``m - x_j`` itself
+    overflows, the term is ``q_j m - q_j x_j``."""
+    if t == ignore_index:
+        return 0.0
+    m = _shift(x)
+    loss = _log_sum_exp_shifted(x, m, scratch)
+    share = smoothing / x.size
+    for j in range(x.size):
+        q = share + (1.0 - smoothing) if j == t else share
+        if q == 0.0:
+            continue
+        d = m - x[j]
+        loss += q * d if d < math.inf else q * m - q * x[j]
+    return loss
+
+
+@register_jitable
+def _row_grad(x, t, g, ignore_index, smoothing, scratch, out):
+    if t == ignore_index:
+        for j in range(x.size):
+            out[j] = 0.0
+        return
+    m = _shift(x)
+    for j in range(x.size):  # the softmax as exp(x - m) / sum: one exponential per element
+        scratch[j] = simd_math.exp(x[j] - m)
+    inverse = 1.0 / _sum(scratch)
+    spread = smoothing / x.size
+    for j in range(x.size):
+        q = spread + (1.0 - smoothing) if j == t else spread
+        out[j] = g * (scratch[j] * inverse - q)
+
+
+def _loss_loop(x, target, ignore_index, smoothing, out):
+    scratch = np.empty(x.shape[1])
+    for r in range(x.shape[0]):
+        out[r] = _row_loss(x[r], target[r], ignore_index, smoothing, scratch)
+
+
+def _loss_loop_parallel(x, target, ignore_index, smoothing, out):
+    scratch = np.empty(x.shape)
+    for r in numba.prange(x.shape[0]):
+        out[r] = _row_loss(x[r], target[r], ignore_index, smoothing, scratch[r])
+
+
+def _grad_loop(x, target, g, ignore_index, smoothing, out):
+    scratch = np.empty(x.shape[1])
+    for r in range(x.shape[0]):
+        _row_grad(x[r], target[r], g[r], ignore_index, smoothing, scratch, out[r])
+
+
+def _grad_loop_parallel(x, target, g, ignore_index, smoothing, out):
+    scratch = np.empty(x.shape)
+    for r in numba.prange(x.shape[0]):
+        _row_grad(x[r], target[r], g[r], ignore_index, smoothing, scratch[r], out[r])
+
+
+_LOSS = (njit(**_JIT)(_loss_loop), njit(parallel=True, **_JIT)(_loss_loop_parallel))
+_GRAD = (njit(**_JIT)(_grad_loop), njit(parallel=True, **_JIT)(_grad_loop_parallel))
+
+
+def cross_entropy_rows(
+    x: np.ndarray, target: np.ndarray, ignore_index: int, smoothing: float, out: np.ndarray
+) -> np.ndarray:
+    """The loss of each row of the C-contiguous ``(rows, C)`` logits ``x`` into ``out``
+    (``(rows,)``, of ``x``'s dtype); ``target`` holds ``rows`` checked class indices."""
+    loop = _LOSS[x.size >= PARALLEL_THRESHOLD_LOSS and x.shape[0] > 1]
+    loop(x, target, np.int64(ignore_index), np.float64(smoothing), out)
+    return out
+
+
+def cross_entropy_backward_rows(
+    x: np.ndarray,
+    target: np.ndarray,
+    g: np.ndarray,
+    ignore_index: int,
+    smoothing: float,
+    out: np.ndarray,
+) -> np.ndarray:
+    """``g[r] (softmax(x[r]) - q[r])`` for each row into ``out`` (``x``'s shape and dtype);
+    ``g`` holds one float64 gradient per row."""
+    loop = _GRAD[x.size >= PARALLEL_THRESHOLD_LOSS and x.shape[0] > 1]
+    loop(x, target, g, np.int64(ignore_index), np.float64(smoothing), out)
+    return out

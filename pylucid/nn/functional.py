@@ -1,0 +1,256 @@
+"""Losses, activations and layers as functions, with PyTorch's names, signatures and
+defaults (``torch.nn.functional``), built on pylucid's ops: each is differentiable
+(including with ``create_graph``) and runs on every backend.
+
+``cross_entropy`` with class indices is one op with its own kernels
+(:class:`pylucid.ops.losses.CrossEntropyBackward`); the other losses are short
+compositions of ops, whose gradients are those of the ops.
+
+Not supported (yet): ``weight=`` of the classification losses and the deprecated
+``size_average=`` / ``reduce=``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pylucid.dtypes import int32, int64
+from pylucid.ops import abs as _abs
+from pylucid.ops import (
+    clamp,
+    elu,
+    exp,
+    gelu,
+    leaky_relu,
+    log,
+    log1p,
+    log_softmax,
+    relu,
+    sigmoid,
+    silu,
+    softmax,
+    softplus,
+    tanh,
+    where,
+)
+from pylucid.ops.losses import REDUCTIONS
+from pylucid.ops.losses import cross_entropy as _cross_entropy_indices
+from pylucid.ops.wrapping import require_tensor
+from pylucid.tensor import Tensor
+
+__all__ = [
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "cross_entropy",
+    "elu",
+    "gelu",
+    "l1_loss",
+    "leaky_relu",
+    "linear",
+    "log_softmax",
+    "mse_loss",
+    "nll_loss",
+    "one_hot",
+    "relu",
+    "sigmoid",
+    "silu",
+    "smooth_l1_loss",
+    "softmax",
+    "softplus",
+    "tanh",
+]
+
+
+def _reduced(op: str, loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+
+
+def _pair(op: str, input: Tensor, target: Tensor) -> None:  # noqa: A002
+    require_tensor(op, "input", input)
+    require_tensor(op, "target", target)
+    if input.shape != target.shape:
+        raise ValueError(
+            f"{op}: input of shape {input.shape} and target of shape {target.shape} differ; "
+            f"PyTorch broadcasts them with a warning, pylucid asks for equal shapes"
+        )
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:  # noqa: A002
+    """``input @ weight.mT + bias``: ``weight`` is ``(out_features, in_features)``."""
+    require_tensor("linear", "input", input)
+    require_tensor("linear", "weight", weight)
+    out = input @ weight.mT
+    return out if bias is None else out + bias
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """The squared error ``(input - target)^2``, reduced."""
+    _pair("mse_loss", input, target)
+    return _reduced("mse_loss", (input - target).square(), reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """The absolute error ``|input - target|``, reduced."""
+    _pair("l1_loss", input, target)
+    return _reduced("l1_loss", _abs(input - target), reduction)
+
+
+def smooth_l1_loss(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    reduction: str = "mean",
+    beta: float = 1.0,
+) -> Tensor:
+    """Huber-like: ``0.5 d^2 / beta`` where ``d = |input - target| < beta``, else
+    ``d - 0.5 beta`` (``beta = 0``: the L1 loss)."""
+    _pair("smooth_l1_loss", input, target)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    d = _abs(input - target)
+    if beta == 0:
+        return _reduced("smooth_l1_loss", d, reduction)
+    return _reduced(
+        "smooth_l1_loss", where(d < beta, 0.5 * d.square() / beta, d - 0.5 * beta), reduction
+    )
+
+
+def binary_cross_entropy(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    reduction: str = "mean",
+) -> Tensor:
+    """``-(t log x + (1 - t) log(1 - x))`` for probabilities ``x``; each log is clamped at
+    -100, as PyTorch's, so that ``x = 0`` or ``1`` gives a finite loss."""
+    _pair("binary_cross_entropy", input, target)
+    log_x = clamp(log(input), min=-100.0)
+    log_rest = clamp(log(1.0 - input), min=-100.0)
+    return _reduced(
+        "binary_cross_entropy", -(target * log_x + (1.0 - target) * log_rest), reduction
+    )
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """Binary cross entropy of ``sigmoid(input)``, in the stable form
+    ``(1 - t) x + w (log(1 + e^{-|x|}) + max(-x, 0))`` with ``w = 1 + (pos_weight - 1) t``
+    (``w = 1`` without ``pos_weight``)."""
+    _pair("binary_cross_entropy_with_logits", input, target)
+    softplus_neg = log1p(exp(-_abs(input))) + relu(-input)  # log(1 + e^{-x}), stably
+    weight = 1.0 if pos_weight is None else 1.0 + (pos_weight - 1.0) * target
+    loss = (1.0 - target) * input + weight * softplus_neg
+    return _reduced("binary_cross_entropy_with_logits", loss, reduction)
+
+
+def nll_loss(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> Tensor:
+    """``-input[n, target[n]]`` for log-probabilities ``input`` of shape ``(N, C)`` (or
+    ``(C,)`` with a 0-d target); rows whose target is ``ignore_index`` count for nothing
+    (``"mean"`` divides by the rows that count)."""
+    require_tensor("nll_loss", "input", input)
+    require_tensor("nll_loss", "target", target)
+    if input.ndim not in (1, 2) or target.shape != input.shape[:-1]:
+        raise ValueError(
+            f"nll_loss: expected input (N, C) with target (N,), or (C,) with a 0-d target; "
+            f"got input {input.shape} and target {target.shape}"
+        )
+    if target.dtype not in (int32, int64):
+        raise TypeError(f"nll_loss: expected an int64 (or int32) target, got {target.dtype.name}")
+    classes = input.shape[-1]
+    labels = target.numpy().astype(np.int64).reshape(-1)
+    keep = labels != ignore_index
+    bad = keep & ((labels < 0) | (labels >= classes))
+    if bad.any():
+        raise IndexError(
+            f"nll_loss: target {int(labels[bad][0])} is out of range for input of shape "
+            f"{input.shape} with {classes} classes: expected 0..{classes - 1}, or "
+            f"ignore_index={ignore_index}"
+        )
+    rows = input.reshape(-1, classes)
+    picked = rows[np.arange(labels.size), np.where(keep, labels, 0)]
+    mask = Tensor._make(
+        input._backend.from_numpy(keep.astype(np.float64), input.dtype), input._backend, input.dtype
+    )
+    loss = -(picked * mask)
+    if reduction == "none":
+        return loss.reshape(target.shape)
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.sum() / float(keep.sum())
+    raise ValueError(
+        f"nll_loss: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}"
+    )
+
+
+def cross_entropy(
+    input: Tensor,  # noqa: A002
+    target: Tensor,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """Cross entropy of logits ``input`` (classes on axis 1, or axis 0 of a ``(C,)``
+    input) against class indices (an integer ``target`` without the class axis; see
+    :class:`pylucid.ops.losses.CrossEntropyBackward`) or class probabilities (a floating
+    ``target`` of the input's shape: ``-sum_j q_j log softmax(x)_j`` with
+    ``q = (1 - e) target + e / C``, ``"mean"`` dividing by the number of examples)."""
+    require_tensor("cross_entropy", "input", input)
+    require_tensor("cross_entropy", "target", target)
+    if not target.dtype.is_floating_point:
+        return _cross_entropy_indices(input, target, ignore_index, reduction, label_smoothing)
+    if target.shape != input.shape:
+        raise ValueError(
+            f"cross_entropy: a floating target holds class probabilities and must have the "
+            f"input's shape {input.shape}, got {target.shape} (class indices are integers)"
+        )
+    if reduction not in REDUCTIONS:
+        raise ValueError(
+            f"cross_entropy: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}"
+        )
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    axis = 0 if input.ndim == 1 else 1
+    classes = input.shape[axis]
+    q = (
+        target
+        if label_smoothing == 0
+        else (1.0 - label_smoothing) * target + label_smoothing / classes
+    )
+    loss = -(q * log_softmax(input, axis=axis)).sum(axis=axis)
+    if reduction == "mean":
+        return loss.sum() / float(max(1, input.numel() // classes) if input.numel() else 0)
+    return loss.sum() if reduction == "sum" else loss
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding of the class indices ``tensor`` along a new last axis of
+    ``num_classes`` (-1: one more than the largest index); no gradient."""
+    require_tensor("one_hot", "tensor", tensor)
+    if tensor.dtype not in (int32, int64):
+        raise TypeError(
+            f"one_hot: expected class indices of an integer dtype, got {tensor.dtype.name}"
+        )
+    labels = tensor.numpy().astype(np.int64)
+    if num_classes == -1:
+        num_classes = int(labels.max()) + 1 if labels.size else 0
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+        raise IndexError(
+            f"one_hot: class indices must be in 0..{num_classes - 1}, got values from "
+            f"{int(labels.min())} to {int(labels.max())}"
+        )
+    hot = np.eye(num_classes, dtype=np.int64)[labels]
+    return Tensor._make(tensor._backend.from_numpy(hot, int64), tensor._backend, int64)
