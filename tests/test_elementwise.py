@@ -166,7 +166,7 @@ def test_parallel_loop_matches_serial():
 
 # -- dtypes ----------------------------------------------------------------------------------
 # The record of clamp has float bounds, so it computes in float32 (test_clamp_integers).
-INTEGER_KEEPING = {"abs", "sign", "square", "relu"}
+INTEGER_KEEPING = {"abs", "sign", "square", "relu", "floor", "ceil", "trunc", "round"}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -26,15 +26,15 @@ Storage = Any
 Shape = tuple[int, ...]
 Axes = tuple[int, ...]
 
-#: Pointwise ops with the primitives ``name(a, shape, dtype)`` and (except ``log``, ``log10``
-#: and ``sign``, whose gradients are ``log_base_backward`` and zero)
+#: Pointwise ops with the primitives ``name(a, shape, dtype)`` and (except ``log``, ``log10``,
+#: ``sign`` and the roundings, whose gradients are ``log_base_backward`` and zero)
 #: ``name_backward(v, g, shape, dtype)``, ``v`` being what the op saves (``x`` or ``result``).
 POINTWISE = (
-    "abs", "acos", "asin", "atan", "cos", "cosh", "erf", "exp", "exp2", "expm1", "log",
-    "log10", "log1p", "reciprocal", "relu", "rsqrt", "sigmoid", "sign", "silu", "sin", "sinh",
-    "sqrt", "square", "tan", "tanh",
+    "abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "exp", "exp2", "expm1",
+    "floor", "log", "log10", "log1p", "reciprocal", "relu", "round", "rsqrt", "sigmoid",
+    "sign", "silu", "sin", "sinh", "sqrt", "square", "tan", "tanh", "trunc",
 )  # fmt: skip
-POINTWISE_WITHOUT_BACKWARD = ("log", "log10", "sign")
+POINTWISE_WITHOUT_BACKWARD = ("log", "log10", "sign", "floor", "ceil", "round", "trunc")
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 import numba
+import numpy as np
 from numba.core import types
 from numba.extending import overload, register_jitable
 
@@ -518,3 +519,33 @@ def clamp(x, low, high):
 def clamp_grad(x, g, bounds):
     """dL/dx = g where low <= x <= high, else 0; ``bounds`` is ``(low, high)``."""
     return g if bounds[0] <= x <= bounds[1] else 0
+
+
+# -- rounding: integers pass unchanged (np.floor of an int64 would round it through float64)
+def floor(x):
+    """y = floor x, the largest integer <= x (nan, +-inf and -0 kept; integers unchanged)."""
+
+
+def ceil(x):
+    """y = ceil x, the smallest integer >= x (as :func:`floor`)."""
+
+
+def trunc(x):
+    """y = trunc x, x rounded toward zero (as :func:`floor`)."""
+
+
+def round_half_even(x):
+    """y = x rounded to the nearest integer, ties to even (``torch.round``, ``np.rint``)."""
+
+
+def _rounding(stub, float_fn) -> None:  # noqa: ANN001  (a stub and a NumPy function)
+    @overload(stub, inline="always")
+    def typed(x):  # noqa: ANN001, ANN202
+        if isinstance(x, types.Integer):
+            return lambda x: x
+        return lambda x: float_fn(x)
+
+
+_ROUNDINGS = ((floor, np.floor), (ceil, np.ceil), (trunc, np.trunc), (round_half_even, np.rint))
+for _stub, _fn in _ROUNDINGS:
+    _rounding(_stub, _fn)

@@ -106,6 +106,12 @@ RECORDS: tuple[OpInfo, ...] = (
     _record("erf", _erf, uniform(-3.0, 3.0)),
     _record("abs", np.abs, away_from_zero(0.1, 5.0)),
     _record("sign", np.sign, away_from_zero(0.1, 5.0)),
+    # -- roundings: half-integers and integers (the steps) have probability 0 under the
+    # samplers, so finite differences see the zero gradient
+    _record("floor", np.floor, uniform(-5.0, 5.0)),
+    _record("ceil", np.ceil, uniform(-5.0, 5.0)),
+    _record("trunc", np.trunc, uniform(-5.0, 5.0)),
+    _record("round", np.rint, uniform(-5.0, 5.0)),
     OpInfo(
         "clamp",
         lambda x: pl.clamp(x, -1.0, 2.0),

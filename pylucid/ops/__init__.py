@@ -23,6 +23,7 @@ from pylucid.ops import (
     logical,
     losses,  # noqa: F401  (registers cross_entropy; its wrapper is pylucid.nn.functional's)
     reduce,
+    rounding,
     shape,
     softmax_family,
     unary,
@@ -39,6 +40,7 @@ from pylucid.ops.inplace import *  # noqa: F403
 from pylucid.ops.linalg import *  # noqa: F403
 from pylucid.ops.logical import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
+from pylucid.ops.rounding import *  # noqa: F403
 from pylucid.ops.schema import AmpPolicy, OpSchema, get_op, get_schema, list_ops
 from pylucid.ops.shape import *  # noqa: F403
 from pylucid.ops.softmax_family import *  # noqa: F403
@@ -55,6 +57,7 @@ FAMILIES = (
     binary,
     comparison,
     reduce,
+    rounding,
     softmax_family,
     linalg,
     shape,

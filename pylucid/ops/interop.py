@@ -24,6 +24,7 @@ from pylucid.ops import (
     comparison,
     elementwise_math,
     linalg,
+    rounding,
     unary,
 )
 from pylucid.ops.wrapping import dunder
@@ -54,6 +55,10 @@ UFUNC_OPS: dict[np.ufunc, Callable[..., Tensor]] = {
     np.log10: unary.log10,
     np.absolute: activations.abs,
     np.sign: activations.sign,
+    np.floor: rounding.floor,
+    np.ceil: rounding.ceil,
+    np.trunc: rounding.trunc,
+    np.rint: rounding.round,
     **{
         getattr(np, numpy_name): getattr(elementwise_math, name)
         for numpy_name, name in (

@@ -274,6 +274,10 @@ UNARY_FUNCTIONS: dict[str, tuple[Forward, Backward | None]] = {
     "erf": (lambda m, x: m.erf(x), lambda m, x, g: g * TWO_OVER_SQRTPI * m.exp(-x * x)),
     "abs": (lambda m, x: m.abs(x), lambda m, x, g: g * m.sign(x)),
     "sign": (lambda m, x: m.sign(x), None),
+    "floor": (lambda m, x: m.floor(x), None),
+    "ceil": (lambda m, x: m.ceil(x), None),
+    "trunc": (lambda m, x: m.trunc(x), None),
+    "round": (lambda m, x: m.round(x), None),  # ties to even, as torch.round
 }
 
 

@@ -23,8 +23,8 @@ from pylucid.kernels import elementwise_math as k
 from pylucid.kernels.loops import ElementwiseKernel, elementwise
 
 #: Primitive name -> (forward scalar function, fused gradient (v, g) -> dL/dx, or None where
-#: the op has another backward: ``log``/``log10`` share ``log_base_backward``, ``sign`` has a
-#: zero gradient).
+#: the op has another backward: ``log``/``log10`` share ``log_base_backward``, ``sign`` and
+#: the roundings have a zero gradient).
 UNARY_KERNELS: dict[str, tuple[Callable, Callable | None]] = {
     "exp": (k.exp, k.exp_grad),
     "exp2": (k.exp2, k.exp2_grad),
@@ -51,6 +51,10 @@ UNARY_KERNELS: dict[str, tuple[Callable, Callable | None]] = {
     "erf": (k.erf, k.erf_grad),
     "abs": (k.absolute, k.absolute_grad),
     "sign": (k.sign, None),
+    "floor": (k.floor, None),
+    "ceil": (k.ceil, None),
+    "trunc": (k.trunc, None),
+    "round": (k.round_half_even, None),
 }
 
 _LOG_BASE_GRAD = elementwise(k.log_base_grad, arity=3, heavy=True)
@@ -91,7 +95,10 @@ def _backward(name: str, kernel: ElementwiseKernel) -> Callable[..., np.ndarray]
 
 #: The pointwise ops that cost under a nanosecond per element (memory-bound loops); the
 #: others are transcendental and go parallel sooner (kernels.loops.PARALLEL_THRESHOLD_HEAVY).
-_CHEAP = frozenset({"abs", "relu", "sign", "square", "reciprocal", "sqrt", "rsqrt"})
+_CHEAP = frozenset(
+    {"abs", "relu", "sign", "square", "reciprocal", "sqrt", "rsqrt"}
+    | {"floor", "ceil", "trunc", "round"}
+)
 
 
 def _with_unary_kernels(cls: type) -> type:
