@@ -13,8 +13,13 @@ from pylucid.amp import autocast
 from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pylucid.factories import (
     arange,
+    empty,
+    empty_like,
+    eye,
     from_numpy,
     full,
+    full_like,
+    linspace,
     manual_seed,
     ones,
     ones_like,
@@ -44,6 +49,7 @@ from pylucid.ops.linalg import *  # noqa: F403
 from pylucid.ops.logical import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.rounding import *  # noqa: F403
+from pylucid.ops.selection import *  # noqa: F403
 from pylucid.ops.shape import *  # noqa: F403
 from pylucid.ops.softmax_family import *  # noqa: F403
 from pylucid.ops.unary import *  # noqa: F403
@@ -71,17 +77,22 @@ __all__ = [
     "arange",
     "backends",
     "bool",
+    "empty",
+    "empty_like",
     "enable_grad",
+    "eye",
     "float32",
     "float64",
     "from_numpy",
     "full",
+    "full_like",
     "get_num_threads",
     "graph",
     "inference_mode",
     "int32",
     "int64",
     "is_grad_enabled",
+    "linspace",
     "manual_seed",
     "memory",
     "nn",

@@ -23,7 +23,12 @@ __all__ = [
     "from_numpy",
     "zeros",
     "ones",
+    "empty",
+    "empty_like",
+    "eye",
     "full",
+    "full_like",
+    "linspace",
     "zeros_like",
     "ones_like",
     "arange",
@@ -243,6 +248,83 @@ def ones_like(
 ) -> Tensor:
     """Ones with ``x``'s shape, and its dtype and device unless given."""
     return _like(x, 1, dtype, device, requires_grad)
+
+
+def full_like(
+    x: Tensor,
+    fill_value: float,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """``fill_value`` with ``x``'s shape, and its dtype and device unless given."""
+    return _like(x, fill_value, dtype, device, requires_grad)
+
+
+def empty(
+    *shape: Any,
+    dtype: DType | Any = float32,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor to be overwritten: PyTorch leaves its values undefined; here they are zeros
+    (MLX arrays cannot be allocated uninitialised, and NumPy's garbage would make runs
+    differ), so reading one is deterministic, not an error."""
+    return zeros(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def empty_like(
+    x: Tensor,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """:func:`empty` with ``x``'s shape, and its dtype and device unless given."""
+    return _like(x, 0, dtype, device, requires_grad)
+
+
+def eye(
+    n: int,
+    m: int | None = None,
+    dtype: DType | Any = float32,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """The ``n x m`` identity (``m = n`` if None): ones on the diagonal."""
+    for name, size in (("n", n), ("m", n if m is None else m)):
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"eye: {name} must be a non-negative integer, got {size!r}")
+    dtype = as_dtype(dtype)
+    return _wrap(np.eye(n, m, dtype=dtype.numpy), dtype, device, requires_grad)
+
+
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """``steps`` values evenly spaced from ``start`` to ``end``, both included (float32
+    unless ``dtype`` says otherwise), as PyTorch computes them: in the dtype (float32 for
+    the half dtypes, float64 for integers, truncated), the first half as ``start + i step``
+    and the second as ``end - (steps - 1 - i) step``, so that both ends are exact."""
+    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 0:
+        raise ValueError(f"linspace: steps must be a non-negative integer, got {steps!r}")
+    dtype = default_float if dtype is None else as_dtype(dtype)
+    floating = dtype.is_floating_point
+    work = np.float32 if dtype.is_half else dtype.numpy.type if floating else np.float64
+    first, last, count = work(start), work(end), int(steps)
+    step = (last - first) / work(count - 1) if count > 1 else work(0)
+    index = np.arange(count)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.where(
+            (index < count // 2) | (count == 1),  # (one step: start, as PyTorch)
+            first + step * index.astype(work),
+            last - step * (count - 1 - index).astype(work),
+        )
+    return _wrap(_converted("linspace", values, dtype), dtype, device, requires_grad)
 
 
 def arange(

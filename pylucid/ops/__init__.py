@@ -24,6 +24,7 @@ from pylucid.ops import (
     losses,  # noqa: F401  (registers cross_entropy; its wrapper is pylucid.nn.functional's)
     reduce,
     rounding,
+    selection,
     shape,
     softmax_family,
     unary,
@@ -42,6 +43,7 @@ from pylucid.ops.logical import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.rounding import *  # noqa: F403
 from pylucid.ops.schema import AmpPolicy, OpSchema, get_op, get_schema, list_ops
+from pylucid.ops.selection import *  # noqa: F403
 from pylucid.ops.shape import *  # noqa: F403
 from pylucid.ops.softmax_family import *  # noqa: F403
 from pylucid.ops.unary import *  # noqa: F403
@@ -65,6 +67,7 @@ FAMILIES = (
     inplace,
     conversion,
     logical,
+    selection,
 )
 
 __all__ = [

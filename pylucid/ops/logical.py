@@ -1,10 +1,12 @@
-"""Logical ops and the truth reductions, composed from comparisons and sums.
+"""Logical ops, the truth reductions and the float classifications, composed from
+comparisons and sums.
 
 Public: logical_not, logical_and, logical_or, logical_xor (and the operators ``~ & | ^`` on
-bool tensors), any, all. As in PyTorch, the inputs may have any dtype (a nonzero number is
-true, nan included) and the result is a bool tensor outside the graph. Each is a short
-composition of registered ops (``ne``, ``eq``, ``mul``, ``add``, ``sum``) rather than an op
-of its own: the compositions are exact, and neither a gradient nor a kernel is needed.
+bool tensors), any, all, isnan, isinf, isfinite. As in PyTorch, the inputs may have any
+dtype (a nonzero number is true, nan included; an integer is never nan or inf) and the
+result is a bool tensor outside the graph. Each is a short composition of registered ops
+(``ne``, ``eq``, ``mul``, ``add``, ``sub``, ``abs``, ``sum``) rather than an op of its own:
+the compositions are exact, and neither a gradient nor a kernel is needed.
 
 ``~``, ``&``, ``|`` and ``^`` are bitwise on integer tensors in PyTorch; pylucid has no
 bitwise ops yet, so on a non-bool tensor they raise rather than give a logical result.
@@ -13,17 +15,29 @@ bitwise ops yet, so on a non-bool tensor they raise rather than give a logical r
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pylucid.dtypes import bool_
-from pylucid.ops.arithmetic import add, mul
+from pylucid.ops.activations import abs as absolute
+from pylucid.ops.arithmetic import add, mul, sub
 from pylucid.ops.comparison import eq, gt, ne
 from pylucid.ops.reduce import sum as reduce_sum
 from pylucid.ops.wrapping import TensorLike, dunder, require_tensor, tensor_method
 from pylucid.tensor import Tensor
 
-__all__ = ["all", "any", "logical_and", "logical_not", "logical_or", "logical_xor"]
+__all__ = [
+    "all",
+    "any",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+]
 
 
 def _truth(x: TensorLike) -> TensorLike:
@@ -59,6 +73,39 @@ def logical_xor(a: Tensor, b: TensorLike) -> Tensor:
     """Elementwise ``a != b`` as truth values, with broadcasting."""
     require_tensor("logical_xor", "a", a)
     return ne(_truth(a), _truth(b))
+
+
+def _constant_truth(x: Tensor, value: bool) -> Tensor:
+    """A bool tensor of ``x``'s shape holding ``value``: a non-floating tensor is never nan
+    or inf."""
+    return Tensor._make(x._backend.full(x.shape, value, bool_), x._backend, bool_)
+
+
+@tensor_method
+def isnan(x: Tensor) -> Tensor:
+    """``True`` where ``x`` is nan: ``x != x``."""
+    require_tensor("isnan", "x", x)
+    if not x.dtype.is_floating_point:
+        return _constant_truth(x, False)
+    return ne(x, x)
+
+
+@tensor_method
+def isinf(x: Tensor) -> Tensor:
+    """``True`` where ``x`` is +inf or -inf."""
+    require_tensor("isinf", "x", x)
+    if not x.dtype.is_floating_point:
+        return _constant_truth(x, False)
+    return eq(absolute(x), math.inf)
+
+
+@tensor_method
+def isfinite(x: Tensor) -> Tensor:
+    """``True`` where ``x`` is neither nan nor infinite: ``x - x == 0``."""
+    require_tensor("isfinite", "x", x)
+    if not x.dtype.is_floating_point:
+        return _constant_truth(x, True)
+    return eq(sub(x, x), 0)
 
 
 def _bool_only(symbol: str, logical: Callable[..., Tensor]) -> Callable[..., Any]:
