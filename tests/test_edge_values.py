@@ -617,6 +617,7 @@ _SIGNED_ZERO_TIE = Deviation(
     signless=True,
 )
 
+
 def _ignored_rows(o: Outcome) -> np.ndarray:
     """The logits of cross_entropy's ignored examples (the record's fixed targets)."""
     x = o.case.arrays[0]
@@ -635,6 +636,13 @@ def _cross_entropy_wide(o: Outcome) -> np.ndarray:
 
 def _torch_overflows_smoothing(o: Outcome) -> np.ndarray:
     return np.isinf(o.torch_value) & np.isfinite(_cross_entropy_wide(o))
+
+
+def _square_overflows(x: np.ndarray, dtype: pl.DType) -> np.ndarray:
+    """Finite ``x`` whose square overflows ``dtype``."""
+    return np.isfinite(x) & (
+        np.abs(x.astype(np.float64)) > math.sqrt(float(np.finfo(dtype.numpy).max))
+    )
 
 
 DEVIATIONS: dict[str, list[Deviation]] = {
@@ -741,6 +749,31 @@ DEVIATIONS: dict[str, list[Deviation]] = {
             _MORE_ACCURATE.format("g / (1 + x^2) gives 0 once x^2 overflows"),
         )
     ],
+    "asinh": [
+        Deviation(
+            0,
+            lambda o: _square_overflows(o.case.arrays[0], o.dtype),
+            _exact_on(lambda x: 1 / mpmath.sqrt(1 + x * x)),
+            _MORE_ACCURATE.format("g / sqrt(x^2 + 1) gives 0 once x^2 overflows"),
+        )
+    ],
+    "acosh": [
+        Deviation(
+            0,
+            lambda o: _square_overflows(o.case.arrays[0], o.dtype),
+            _exact_on(lambda x: 1 / mpmath.sqrt(x * x - 1) if abs(x) > 1 else mpmath.nan),
+            _MORE_ACCURATE.format("g / sqrt(x^2 - 1) gives 0 once x^2 overflows"),
+        )
+    ],
+    "atanh": [
+        Deviation(
+            0,
+            lambda o: _square_overflows(o.case.arrays[0], o.dtype),
+            _exact_on(lambda x: 1 / (1 - x * x)),
+            _MORE_ACCURATE.format("g / (1 - x^2) gives -0 once x^2 overflows"),
+            signless=True,
+        )
+    ],
     "log10": [
         Deviation(
             0,
@@ -807,7 +840,7 @@ DEVIATIONS: dict[str, list[Deviation]] = {
             "the gradient is the product of the other elements, computed as such: PyTorch "
             "divides the result by x, which gives nan at an infinite or nan x (the exact "
             "value is finite) and loses bits where the result is subnormal",
-        )
+        ),
     ],
     "var": [
         Deviation(

@@ -30,9 +30,10 @@ Axes = tuple[int, ...]
 #: ``sign`` and the roundings, whose gradients are ``log_base_backward`` and zero)
 #: ``name_backward(v, g, shape, dtype)``, ``v`` being what the op saves (``x`` or ``result``).
 POINTWISE = (
-    "abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "exp", "exp2", "expm1",
-    "floor", "log", "log10", "log1p", "reciprocal", "relu", "round", "rsqrt", "sigmoid",
-    "sign", "silu", "sin", "sinh", "sqrt", "square", "tan", "tanh", "trunc",
+    "abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "erf",
+    "exp", "exp2", "expm1", "floor", "log", "log10", "log1p", "reciprocal", "relu", "round",
+    "rsqrt", "sigmoid", "sign", "silu", "sin", "sinh", "sqrt", "square", "tan", "tanh",
+    "trunc",
 )  # fmt: skip
 POINTWISE_WITHOUT_BACKWARD = ("log", "log10", "sign", "floor", "ceil", "round", "trunc")
 
@@ -224,6 +225,19 @@ class Backend(Protocol):
         self, a: Storage, result: Storage, g: Storage, shape: Shape, dtype: DType
     ) -> Storage:
         """Fused ``g a^b ln a``, 0 where ``a == 0`` and ``a^b`` is finite."""
+
+    def logaddexp(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """Elementwise ``log(e^a + e^b)``, without overflow where the result is finite."""
+
+    def logaddexp_backward_a(
+        self, a: Storage, b: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """``g / (1 + e^(b - a))``."""
+
+    def logaddexp_backward_b(
+        self, a: Storage, b: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """``g / (1 + e^(a - b))``."""
 
     def atan2(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
         """Elementwise ``atan2(a, b)``."""

@@ -82,6 +82,30 @@ def pow_grad_b(a, y, g):
     return g * (0.0 if a == 0 and math.isfinite(y) else y * simd_math.log(a))
 
 
+# -- logaddexp ---------------------------------------------------------------------------------
+@register_jitable
+def logaddexp(a, b):
+    """y = log(e^a + e^b) = max(a, b) + log1p(e^-|a - b|), which overflows only where y
+    does; a == b (infinities included) is a + ln 2, and nan propagates."""
+    if a == b:
+        return a + 0.6931471805599453
+    m = a if a > b else b
+    return m + math.log1p(simd_math.exp(-abs(a - b)))
+
+
+@register_jitable
+def logaddexp_grad_a(a, b, g):
+    """dL/da = g sigmoid(a - b) = g / (1 + e^(b - a)): the limit 1 where only a is +inf,
+    nan where both are infinite of one sign (no direction)."""
+    return g / (1.0 + simd_math.exp(b - a))
+
+
+@register_jitable
+def logaddexp_grad_b(a, b, g):
+    """dL/db = g / (1 + e^(a - b))."""
+    return g / (1.0 + simd_math.exp(a - b))
+
+
 # -- atan2 -------------------------------------------------------------------------------------
 @register_jitable
 def atan2(a, b):

@@ -300,6 +300,51 @@ def atan_grad(x, g):
 
 
 @register_jitable
+def asinh(x):
+    """y = arsinh x."""
+    return math.asinh(x)
+
+
+@register_jitable
+def asinh_grad(x, g):
+    """dL/dx = g / sqrt(1 + x^2), written g / (|x| sqrt(1 + (1/x)^2)) for |x| > 1, where
+    x^2 would overflow while the gradient (about 1/|x|) is a number."""
+    if abs(x) <= 1.0:
+        return g / math.sqrt(1.0 + x * x)
+    r = 1.0 / x
+    return g / (abs(x) * math.sqrt(1.0 + r * r))
+
+
+@register_jitable
+def acosh(x):
+    """y = arcosh x (nan below 1)."""
+    return math.acosh(x)
+
+
+@register_jitable
+def acosh_grad(x, g):
+    """dL/dx = g / sqrt(x^2 - 1), written g / (sqrt|x - 1| sqrt|x + 1|): no overflow, and
+    accurate next to +-1, where x^2 - 1 cancels; inf at +-1, nan between them. For x < -1,
+    outside the domain, the formula's value, as PyTorch gives."""
+    if -1.0 < x < 1.0:
+        return math.nan
+    return g / (math.sqrt(abs(x - 1.0)) * math.sqrt(abs(x + 1.0)))
+
+
+@register_jitable
+def atanh(x):
+    """y = artanh x (nan outside [-1, 1], +-inf at +-1)."""
+    return math.atanh(x)
+
+
+@register_jitable
+def atanh_grad(x, g):
+    """dL/dx = g / (1 - x^2), written (g / (1 - x)) / (1 + x): accurate next to +-1, where
+    1 - x^2 cancels, and a number where x^2 overflows (two quotients: within 1.5 ULP)."""
+    return (g / (1.0 - x)) / (1.0 + x)
+
+
+@register_jitable
 def sinh(x):
     """y = sinh x."""
     return math.sinh(x)

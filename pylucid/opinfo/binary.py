@@ -1,4 +1,5 @@
-"""Op records of the binary family: pow, atan2, maximum, minimum, where and the comparisons.
+"""Op records of the binary family: pow, atan2, logaddexp, maximum, minimum, where and the
+comparisons.
 
 Samplers keep the gradients smooth where the records are gradchecked: pow's base is
 positive (the exponent's gradient is ``ln a``), atan2 stays off the ``a = 0`` branch cut and
@@ -69,6 +70,14 @@ RECORDS: tuple[OpInfo, ...] = (
         # bounded: the branch cut (a = 0, b < 0) is a jump of 2 pi.
         tags=frozenset({"bounded_domain"}),
         torch=torch_op("atan2"),
+    ),
+    OpInfo(
+        "logaddexp",
+        pl.logaddexp,
+        np.logaddexp,
+        (uniform(-5, 5), uniform(-5, 5)),
+        _SHAPES,
+        torch=torch_op("logaddexp"),
     ),
     OpInfo(
         "maximum",

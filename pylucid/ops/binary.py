@@ -31,11 +31,13 @@ from pylucid.tensor import Tensor
 
 __all__ = [
     "Atan2Backward",
+    "LogaddexpBackward",
     "MaximumBackward",
     "MinimumBackward",
     "PowBackward",
     "WhereBackward",
     "atan2",
+    "logaddexp",
     "maximum",
     "minimum",
     "pow",
@@ -196,6 +198,52 @@ class Atan2Backward(BinaryOp):
 def atan2(a: TensorLike, b: TensorLike) -> Tensor:
     """``atan2(a, b)`` with NumPy broadcasting; see :class:`Atan2Backward`."""
     return binary(Atan2Backward, a, b)
+
+
+class LogaddexpBackward(BinaryOp):
+    r"""Autograd node for :math:`y = \log(e^a + e^b)`; saves ``a`` and ``b``.
+
+    Forward: :math:`\max(a, b) + \operatorname{log1p}(e^{-|a - b|})`, which overflows only
+    where :math:`y` does; :math:`a = b` (infinities included) gives :math:`a + \ln 2`.
+
+    .. math::
+        \frac{\partial L}{\partial a} = \frac{g}{1 + e^{b - a}}, \qquad
+        \frac{\partial L}{\partial b} = \frac{g}{1 + e^{a - b}}
+
+    (the softmax of the pair: the limit 1 and 0 where one input is +inf and the other is not;
+    nan where both are infinite with one sign). Integer inputs give float32. AMP: KEEP_INPUT.
+    """
+
+    schema_v1 = OpSchema(
+        name="logaddexp",
+        amp_policy=AmpPolicy.KEEP_INPUT,
+        input_arity=2,
+        saved=("a", "b"),
+        real_valued=True,
+    )
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.logaddexp(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        be, saved = self.backend, self.saved
+        a, b = saved["a"], saved["b"]
+        return (
+            be.logaddexp_backward_a(a, b, g, self.shape, self.dtype) if needs_a else None,
+            be.logaddexp_backward_b(a, b, g, self.shape, self.dtype) if needs_b else None,
+        )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = self.saved_tensor("a"), self.saved_tensor("b")
+        return g / (1.0 + (b - a).exp()), g / (1.0 + (a - b).exp())
+
+
+@tensor_method
+def logaddexp(a: TensorLike, b: TensorLike) -> Tensor:
+    """``log(e^a + e^b)`` with NumPy broadcasting; see :class:`LogaddexpBackward`."""
+    return binary(LogaddexpBackward, a, b)
 
 
 def _tie_split(a: Tensor, b: Tensor, g: Tensor, losing: Tensor) -> Tensor:

@@ -3,7 +3,7 @@ hyperbolic functions. (The logarithms log, log2, log10 are one family in
 :mod:`pylucid.ops.unary`.)
 
 Public: exp, exp2, expm1, log1p, sqrt, rsqrt, square, reciprocal, sin, cos, tan, asin, acos,
-atan, sinh, cosh, tanh - each also a Tensor method, as in PyTorch.
+atan, asinh, acosh, atanh, sinh, cosh, tanh - each also a Tensor method, as in PyTorch.
 
 Every op is a :class:`~pylucid.ops.unary.PointwiseOp`: its class declares the schema and the
 math; the forward is the backend primitive of the op's name and the backward the fused
@@ -19,6 +19,8 @@ autocast runs in the input's dtype.
 
 from __future__ import annotations
 
+import math
+
 from pylucid.ops.binary import where
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.unary import LN2, PointwiseOp
@@ -27,8 +29,11 @@ from pylucid.tensor import Tensor
 
 __all__ = [
     "AcosBackward",
+    "AcoshBackward",
     "AsinBackward",
+    "AsinhBackward",
     "AtanBackward",
+    "AtanhBackward",
     "CosBackward",
     "CoshBackward",
     "Exp2Backward",
@@ -44,8 +49,11 @@ __all__ = [
     "TanBackward",
     "TanhBackward",
     "acos",
+    "acosh",
     "asin",
+    "asinh",
     "atan",
+    "atanh",
     "cos",
     "cosh",
     "exp",
@@ -265,6 +273,61 @@ class AtanBackward(PointwiseOp):
         return where(large, (g / big) / (big + 1.0 / big), g / (1.0 + small * small))
 
 
+class AsinhBackward(PointwiseOp):
+    r"""Autograd node for :math:`y = \operatorname{arsinh} x`; saves ``x``.
+
+    .. math:: \frac{\partial L}{\partial x} = \frac{g}{\sqrt{1 + x^2}}
+              = \frac{g}{|x| \sqrt{1 + x^{-2}}} \quad (|x| > 1)
+
+    the second form where :math:`|x| > 1`, where :math:`x^2` would overflow; each branch is
+    computed at safe values where it is not taken.
+    """
+
+    schema_v1 = OpSchema(name="asinh", amp_policy=_KEEP, saved=("x",), real_valued=True)
+
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        large = abs(x) > 1.0
+        small, big = where(large, 0.0, x), where(large, x, 2.0)
+        r = 1.0 / big
+        return where(large, g / (abs(big) * sqrt(1.0 + r * r)), g / sqrt(1.0 + small * small))
+
+
+class AcoshBackward(PointwiseOp):
+    r"""Autograd node for :math:`y = \operatorname{arcosh} x`; saves ``x``. Below 1: nan.
+
+    .. math:: \frac{\partial L}{\partial x} = \frac{g}{\sqrt{|x - 1|}\,\sqrt{|x + 1|}}
+
+    (:math:`\sqrt{x^2 - 1}` in factors: no overflow, no cancellation next to :math:`\pm 1`;
+    inf at :math:`\pm 1`, nan between them; for :math:`x < -1`, outside the domain, the
+    formula's value, as PyTorch gives).
+    """
+
+    schema_v1 = OpSchema(name="acosh", amp_policy=_KEEP, saved=("x",), real_valued=True)
+
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        outside = g / (sqrt(abs(x - 1.0)) * sqrt(abs(x + 1.0)))
+        return where(abs(x) < 1.0, math.nan, outside)
+
+
+class AtanhBackward(PointwiseOp):
+    r"""Autograd node for :math:`y = \operatorname{artanh} x`; saves ``x``. Outside
+    [-1, 1]: nan; :math:`\pm\infty` at :math:`\pm 1`.
+
+    .. math:: \frac{\partial L}{\partial x} = \frac{g}{1 - x^2}
+              = \frac{g / (1 - x)}{1 + x}
+
+    (two quotients: no cancellation next to :math:`\pm 1`, and no overflow of :math:`x^2`).
+    """
+
+    schema_v1 = OpSchema(name="atanh", amp_policy=_KEEP, saved=("x",), real_valued=True)
+
+    @staticmethod
+    def gradient(x: Tensor, g: Tensor) -> Tensor:
+        return (g / (1.0 - x)) / (1.0 + x)
+
+
 class SinhBackward(PointwiseOp):
     r"""Autograd node for :math:`y = \sinh x`; saves ``x``.
 
@@ -320,6 +383,9 @@ tan = unary_wrapper(TanBackward)
 asin = unary_wrapper(AsinBackward)
 acos = unary_wrapper(AcosBackward)
 atan = unary_wrapper(AtanBackward)
+asinh = unary_wrapper(AsinhBackward)
+acosh = unary_wrapper(AcoshBackward)
+atanh = unary_wrapper(AtanhBackward)
 sinh = unary_wrapper(SinhBackward)
 cosh = unary_wrapper(CoshBackward)
 tanh = unary_wrapper(TanhBackward)

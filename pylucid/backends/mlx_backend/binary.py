@@ -1,13 +1,13 @@
-"""MLX primitives of the binary elementwise ops: pow, atan2, maximum/minimum, where and the
-comparisons. Every call passes ``stream=self._stream(dtype)`` (float64 runs on MLX's CPU
-stream)."""
+"""MLX primitives of the binary elementwise ops: pow, atan2, logaddexp, maximum/minimum,
+where and the comparisons. Every call passes ``stream=self._stream(dtype)`` (float64 runs on
+MLX's CPU stream)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from pylucid.dtypes import DType
+from pylucid.dtypes import DType, float64
 
 
 class MLXBinary:
@@ -94,6 +94,31 @@ class MLXBinary:
         ra, rb, q, m = self._binary_atan2_scale(a, b, g, dtype)
         with self.mx.stream(self._stream(dtype)):
             return -((ra * q) / m)
+
+    def logaddexp(self, a, b, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        a, b = self._operands(dtype, a, b)
+        if dtype is not float64:  # (+ 0: MLX gives -0 for (-0, -inf); a log is never -0)
+            return mx.add(mx.logaddexp(a, b, stream=s), 0.0, stream=s)
+        with mx.stream(s):  # (float64: max + log1p(e^-|a - b|), with MLX's exp of float64)
+            m = mx.maximum(a, b)
+            y = m + mx.log1p(mx.power(mx.array(math.e, dtype=mx.float64), -mx.abs(a - b)))
+            return mx.where(a == b, a + math.log(2.0), y)
+
+    def _logaddexp_sigmoid(self, x, y, g, dtype):
+        """``g / (1 + e^(y - x))``: the gradient of ``logaddexp`` with respect to ``x``."""
+        mx, s = self.mx, self._stream(dtype)
+        x, y, g = self._operands(dtype, x, y, g)
+        with mx.stream(s):
+            if dtype is float64:  # (MLX's exp of float64, as the reduction family's)
+                return g / (1 + mx.power(mx.array(math.e, dtype=mx.float64), y - x))
+            return g / (1 + mx.exp(y - x))
+
+    def logaddexp_backward_a(self, a, b, g, shape, dtype):
+        return self._logaddexp_sigmoid(a, b, g, dtype)
+
+    def logaddexp_backward_b(self, a, b, g, shape, dtype):
+        return self._logaddexp_sigmoid(b, a, g, dtype)
 
     def maximum(self, a, b, shape, dtype):
         return self.mx.maximum(*self._operands(dtype, a, b), stream=self._stream(dtype))

@@ -22,6 +22,7 @@ float64, erf in both; within a few ULP, see each method), and uses MLX's kernels
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -265,6 +266,9 @@ UNARY_FUNCTIONS: dict[str, tuple[Forward, Backward | None]] = {
     "asin": (lambda m, x: m.arcsin(x), lambda m, x, g: g / m.sqrt(1 - x * x)),
     "acos": (lambda m, x: m.arccos(x), lambda m, x, g: -g / m.sqrt(1 - x * x)),
     "atan": (lambda m, x: m.arctan(x), lambda m, x, g: _atan_grad(m, x, g)),
+    "asinh": (lambda m, x: m.arcsinh(x), lambda m, x, g: _asinh_grad(m, x, g)),
+    "acosh": (lambda m, x: m.arccosh(x), lambda m, x, g: _acosh_grad(m, x, g)),
+    "atanh": (lambda m, x: m.arctanh(x), lambda m, x, g: (g / (1 - x)) / (1 + x)),
     "sinh": (lambda m, x: m.sinh(x), lambda m, x, g: g * m.cosh(x)),
     "cosh": (lambda m, x: m.cosh(x), lambda m, x, g: g * m.sinh(x)),
     "tanh": (lambda m, x: m.tanh(x), lambda m, y, g: g * ((1 - y) * (1 + y))),
@@ -285,6 +289,20 @@ def _atan_grad(m: _Math, x: Any, g: Any) -> Any:
     """g / (1 + x^2), as (g / x) / (x + 1 / x) for |x| > 1, where x^2 overflows while the
     gradient is a (subnormal) number (pylucid.kernels.elementwise_math.atan_grad)."""
     return m.where(m.abs(x) <= 1, g / (1 + x * x), (g / x) / (x + 1 / x))
+
+
+def _asinh_grad(m: _Math, x: Any, g: Any) -> Any:
+    """g / sqrt(1 + x^2), as g / (|x| sqrt(1 + (1/x)^2)) for |x| > 1, where x^2 overflows
+    (pylucid.kernels.elementwise_math.asinh_grad)."""
+    r = 1 / x
+    return m.where(m.abs(x) <= 1, g / m.sqrt(1 + x * x), g / (m.abs(x) * m.sqrt(1 + r * r)))
+
+
+def _acosh_grad(m: _Math, x: Any, g: Any) -> Any:
+    """g / (sqrt|x - 1| sqrt|x + 1|), nan for |x| < 1
+    (pylucid.kernels.elementwise_math.acosh_grad)."""
+    outside = g / (m.sqrt(m.abs(x - 1)) * m.sqrt(m.abs(x + 1)))
+    return m.where(m.abs(x) < 1, math.nan, outside)
 
 
 def _silu(m: _Math, x: Any) -> Any:

@@ -1,6 +1,7 @@
-"""Numba primitives of the binary elementwise ops: pow, atan2, maximum/minimum, where and the
-comparisons. The scalar math is in :mod:`pylucid.kernels.binary_math`; float16 and bfloat16
-are computed in float32 inside the kernels (see :mod:`pylucid.backends.numba_backend.core`)."""
+"""Numba primitives of the binary elementwise ops: pow, atan2, logaddexp, maximum/minimum,
+where and the comparisons. The scalar math is in :mod:`pylucid.kernels.binary_math`; float16
+and bfloat16 are computed in float32 inside the kernels (see
+:mod:`pylucid.backends.numba_backend.core`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ _POW_GRAD_B = elementwise(bm.pow_grad_b, arity=3, heavy=True)
 _ATAN2 = elementwise(bm.atan2, arity=2, heavy=True)
 _ATAN2_GRAD_A = elementwise(bm.atan2_grad_a, arity=3, heavy=True)
 _ATAN2_GRAD_B = elementwise(bm.atan2_grad_b, arity=3, heavy=True)
+_LOGADDEXP = elementwise(bm.logaddexp, arity=2, heavy=True)
+_LOGADDEXP_GRAD_A = elementwise(bm.logaddexp_grad_a, arity=3, heavy=True)
+_LOGADDEXP_GRAD_B = elementwise(bm.logaddexp_grad_b, arity=3, heavy=True)
 _MAXIMUM = elementwise(bm.maximum, arity=2)
 _MINIMUM = elementwise(bm.minimum, arity=2)
 _MAXIMUM_GRAD = elementwise(bm.maximum_grad, arity=3)
@@ -68,6 +72,18 @@ class NumbaBinary:
     @handles_halves
     def atan2_backward_b(self, a, b, g, shape, dtype):
         return self._nary(_ATAN2_GRAD_B, (a, b, g), shape, dtype)
+
+    @handles_halves
+    def logaddexp(self, a, b, shape, dtype):
+        return self._nary(_LOGADDEXP, (a, b), shape, dtype)
+
+    @handles_halves
+    def logaddexp_backward_a(self, a, b, g, shape, dtype):
+        return self._nary(_LOGADDEXP_GRAD_A, (a, b, g), shape, dtype)
+
+    @handles_halves
+    def logaddexp_backward_b(self, a, b, g, shape, dtype):
+        return self._nary(_LOGADDEXP_GRAD_B, (a, b, g), shape, dtype)
 
     @handles_halves
     def maximum(self, a, b, shape, dtype):
