@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pylucid.dtypes import int32, int64
+from pylucid.dtypes import bool_, int32, int64
 from pylucid.ops import abs as _abs
 from pylucid.ops import (
     clamp,
@@ -33,6 +33,7 @@ from pylucid.ops import (
     tanh,
     where,
 )
+from pylucid.ops.gathering import checked_indices
 from pylucid.ops.losses import REDUCTIONS
 from pylucid.ops.losses import cross_entropy as _cross_entropy_indices
 from pylucid.ops.wrapping import require_tensor
@@ -43,6 +44,7 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "cross_entropy",
     "elu",
+    "embedding",
     "gelu",
     "l1_loss",
     "leaky_relu",
@@ -254,3 +256,29 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         )
     hot = np.eye(num_classes, dtype=np.int64)[labels]
     return Tensor._make(tensor._backend.from_numpy(hot, int64), tensor._backend, int64)
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
+    """The rows of ``weight`` (``(num_embeddings, dim)``) at the integer indices ``input``
+    (any shape): ``(*input.shape, dim)``. The gradient of a row is the sum over its uses;
+    the row ``padding_idx`` (negative: from the end) gets none, as in PyTorch."""
+    require_tensor("embedding", "input", input)
+    require_tensor("embedding", "weight", weight)
+    if weight.ndim != 2:
+        raise ValueError(
+            f"embedding: weight must be (num_embeddings, dim), got shape {weight.shape}"
+        )
+    rows = weight.shape[0]
+    if padding_idx is not None:
+        if not -rows <= padding_idx < rows:
+            raise ValueError(
+                f"embedding: padding_idx {padding_idx} is outside the {rows} embeddings"
+            )
+        padding_idx %= rows
+    positions = checked_indices("embedding", input, rows, "the embeddings (weight's dim 0)")
+    out = weight[positions]
+    if padding_idx is None or not (positions == padding_idx).any():
+        return out
+    padded = np.expand_dims(positions == padding_idx, -1)
+    mask = Tensor._make(weight._backend.from_numpy(padded, bool_), weight._backend, bool_)
+    return where(mask, out.detach(), out)

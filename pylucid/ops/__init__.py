@@ -16,6 +16,7 @@ from pylucid.ops import (
     comparison,
     conversion,
     elementwise_math,
+    gathering,
     indexing,
     inplace,
     interop,  # noqa: F401  (installs NumPy's ufunc and array-function protocols)
@@ -36,6 +37,7 @@ from pylucid.ops.binary import *  # noqa: F403
 from pylucid.ops.comparison import *  # noqa: F403
 from pylucid.ops.conversion import *  # noqa: F403
 from pylucid.ops.elementwise_math import *  # noqa: F403
+from pylucid.ops.gathering import *  # noqa: F403
 from pylucid.ops.indexing import *  # noqa: F403
 from pylucid.ops.inplace import *  # noqa: F403
 from pylucid.ops.linalg import *  # noqa: F403
@@ -64,6 +66,7 @@ FAMILIES = (
     linalg,
     shape,
     indexing,
+    gathering,
     inplace,
     conversion,
     logical,
