@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from pylucid.dtypes import bool_, int32, int64
+from pylucid.factories import full, rand
 from pylucid.ops import abs as _abs
 from pylucid.ops import (
     clamp,
@@ -33,9 +34,10 @@ from pylucid.ops import (
     tanh,
     where,
 )
-from pylucid.ops.gathering import checked_indices
+from pylucid.ops.gathering import checked_indices, index_select
 from pylucid.ops.losses import REDUCTIONS
 from pylucid.ops.losses import cross_entropy as _cross_entropy_indices
+from pylucid.ops.shape import concatenate
 from pylucid.ops.wrapping import require_tensor
 from pylucid.tensor import Tensor
 
@@ -43,6 +45,7 @@ __all__ = [
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "cross_entropy",
+    "dropout",
     "elu",
     "embedding",
     "gelu",
@@ -53,6 +56,7 @@ __all__ = [
     "mse_loss",
     "nll_loss",
     "one_hot",
+    "pad",
     "relu",
     "sigmoid",
     "silu",
@@ -282,3 +286,95 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
     padded = np.expand_dims(positions == padding_idx, -1)
     mask = Tensor._make(weight._backend.from_numpy(padded, bool_), weight._backend, bool_)
     return where(mask, out.detach(), out)
+
+
+def dropout(
+    input: Tensor,  # noqa: A002
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+) -> Tensor:
+    """Zero each element with probability ``p`` and scale the others by ``1 / (1 - p)``
+    (the expectation is kept), drawing from the generator of :func:`pylucid.manual_seed`;
+    the identity when not ``training`` or ``p = 0``, zeros for ``p = 1``. The gradient is
+    the same mask times ``g``. ``inplace`` is accepted for PyTorch's signature; the result
+    is always a new tensor (an in-place change would need the mask saved anyway)."""
+    require_tensor("dropout", "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = rand(*input.shape, dtype=input.dtype, device=input.device) >= p
+    return where(keep, input / (1.0 - p), 0.0)
+
+
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _pad_indices(size: int, before: int, after: int, mode: str) -> np.ndarray:
+    """The source position of each padded position along one dimension."""
+    positions = np.arange(-before, size + after)
+    if mode == "replicate":
+        return np.clip(positions, 0, size - 1)
+    if mode == "circular":
+        return positions % size
+    period = 2 * (size - 1)  # reflect: mirror at the end elements, which are not repeated
+    folded = np.abs(positions) % period if period else np.zeros_like(positions)
+    return np.where(folded >= size, period - folded, folded)
+
+
+def pad(
+    input: Tensor,  # noqa: A002
+    pad: tuple[int, ...],
+    mode: str = "constant",
+    value: float = 0.0,
+) -> Tensor:
+    """Pad the last ``len(pad) // 2`` dimensions: ``pad = (left, right)`` for the last,
+    then ``(top, bottom)`` for the one before, and so on, as PyTorch. ``"constant"`` fills
+    with ``value`` (negative amounts crop); ``"reflect"`` mirrors without repeating the edge,
+    ``"replicate"`` repeats it, ``"circular"`` wraps around."""
+    require_tensor("pad", "input", input)
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {', '.join(PAD_MODES)}, got {mode!r}")
+    amounts = tuple(int(v) for v in pad)
+    if len(amounts) % 2 or len(amounts) // 2 > input.ndim:
+        raise ValueError(
+            f"pad: expected an even number of amounts, two per padded dimension (at most "
+            f"{input.ndim}), got {len(amounts)}"
+        )
+    out = input
+    for k in range(len(amounts) // 2):
+        axis, (before, after) = input.ndim - 1 - k, amounts[2 * k : 2 * k + 2]
+        size = out.shape[axis]
+        if mode == "constant":
+            out = _pad_constant(out, axis, before, after, value)
+            continue
+        if before < 0 or after < 0:
+            raise ValueError(f"pad: {mode} padding takes no negative amounts, got {amounts}")
+        limit = size - 1 if mode == "reflect" else size
+        if max(before, after) > limit or size == 0:
+            raise ValueError(
+                f"pad: {mode} padding of ({before}, {after}) is too large for dimension "
+                f"{axis} of size {size} (at most {limit})"
+            )
+        index = _pad_indices(size, before, after, mode)
+        positions = Tensor._make(out._backend.from_numpy(index, int64), out._backend, int64)
+        out = index_select(out, axis, positions)
+    return out
+
+
+def _pad_constant(x: Tensor, axis: int, before: int, after: int, value: float) -> Tensor:
+    lead = (slice(None),) * axis
+    size = x.shape[axis]
+    if before < 0 or after < 0:  # crop first
+        x = x[(*lead, slice(max(-before, 0), size - max(-after, 0)))]
+        before, after = max(before, 0), max(after, 0)
+    parts = []
+    for amount in (before, after):
+        shape = (*x.shape[:axis], amount, *x.shape[axis + 1 :])
+        parts.append(full(shape, value, dtype=x.dtype, device=x.device))
+    if not before and not after:
+        return x
+    return concatenate([parts[0], x, parts[1]], axis=axis)
