@@ -122,3 +122,43 @@ def test_factories_match_torch(device):
         pl.eye(-1)
     with pytest.raises(ValueError, match="linspace: steps must be a non-negative integer"):
         pl.linspace(0, 1, 2.5)
+
+
+@pytest.mark.parametrize("bounds", ["both", "min", "max"])
+def test_clamp_with_tensor_bounds_matches_torch(device, rng, bounds):
+    x = rng.uniform(-3, 3, (4, 5))
+    x[0, 0], x[1, 1] = np.nan, 1.0  # nan, and a tie with a bound below
+    low = rng.uniform(-1, 0, 5)
+    low[1] = 1.0
+    high = rng.uniform(0, 1, (4, 1))
+    high[2, 0] = -2.0  # high < low on a row: every element there is high
+    ours = [pl.tensor(v, device=device, requires_grad=True) for v in (x, low, high)]
+    theirs = [torch.tensor(v, requires_grad=True) for v in (x, low, high)]
+
+    def call(module, values):
+        lo = values[1] if bounds != "max" else None
+        hi = values[2] if bounds != "min" else None
+        return module.clamp(values[0], lo, hi)
+
+    out, expected = call(pl, ours), call(torch, theirs)
+    np.testing.assert_array_equal(out.numpy(), expected.detach().numpy())
+    g = rng.standard_normal(expected.shape)
+    out.backward(pl.tensor(g, device=device))
+    expected.backward(torch.tensor(g))
+    for a, e in zip(ours, theirs):
+        if e.grad is not None:
+            np.testing.assert_allclose(a.grad.numpy(), e.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_clamp_with_tensor_bounds_keeps_integers_and_mixes_numbers(device):
+    x = pl.tensor(np.array([-5, 0, 7]), device=device)
+    low = pl.tensor(np.array([-1, 1, -1]), device=device)
+    out = pl.clamp(x, low, 3)
+    assert out.dtype is pl.int64
+    np.testing.assert_array_equal(out.numpy(), [-1, 1, 3])
+    mixed = pl.clamp(
+        pl.tensor([0.5, 2.0], device=device), min=1.0, max=pl.tensor(1.5, device=device)
+    )
+    np.testing.assert_array_equal(mixed.numpy(), [1.0, 1.5])
+    with pytest.raises(ValueError, match="clamp: at least one of min and max must be given"):
+        pl.clamp(x)

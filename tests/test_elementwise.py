@@ -331,7 +331,7 @@ BAD_CALLS = [
     ("elu", lambda x: pl.elu(x, alpha=None), TypeError, "elu: alpha must be"),
     ("softplus", lambda x: pl.softplus(x, beta=0), ValueError, "softplus: beta must be"),
     ("clamp", lambda x: pl.clamp(x), ValueError, "clamp: at least one of min and max"),
-    ("clamp", lambda x: pl.clamp(x, min=x), TypeError, "clamp: min must be a Python number"),
+    ("clamp", lambda x: pl.clamp(x, min="1"), TypeError, "clamp: min must be a number, a tensor"),
     ("clamp", lambda x: pl.clamp(x, max=math.nan), ValueError, "clamp: max is nan"),
 ]
 

@@ -24,6 +24,7 @@ from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType, bool_, result_type
 from pylucid.ops.base import UnaryOp
 from pylucid.ops.binary import where
+from pylucid.ops.comparison import ge, gt, le, lt
 from pylucid.ops.elementwise_math import exp, tanh
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.unary import PointwiseOp
@@ -374,22 +375,49 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
 @tensor_method
 def clamp(
     x: Tensor,
-    min: float | None = None,  # noqa: A002  (torch.clamp's names)
-    max: float | None = None,  # noqa: A002
+    min: float | Tensor | None = None,  # noqa: A002  (torch.clamp's names)
+    max: float | Tensor | None = None,  # noqa: A002
 ) -> Tensor:
-    """``x`` limited to ``[min, max]`` (Python-number bounds, either may be None), as
-    ``torch.clamp``; see :class:`ClampBackward`."""
+    """``x`` limited to ``[min, max]`` (either may be None), as ``torch.clamp``. Number
+    bounds: one op, :class:`ClampBackward`. Tensor bounds (broadcast with ``x``):
+    :func:`_clamp_by_tensors`, with PyTorch's gradients."""
     require_tensor("clamp", "x", x)
     if min is None and max is None:
-        raise ValueError("clamp: at least one of min and max must be a number, got two None")
+        raise ValueError("clamp: at least one of min and max must be given, got two None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        return _clamp_by_tensors(x, min, max)
     for name, bound in (("min", min), ("max", max)):
         if bound is None:
             continue
         if not is_number(bound):
             raise TypeError(
-                f"clamp: {name} must be a Python number or None (tensor bounds are not "
-                f"supported), got {type(bound).__name__}"
+                f"clamp: {name} must be a number, a tensor or None, got {type(bound).__name__}"
             )
         if bound != bound:
             raise ValueError(f"clamp: {name} is nan; a bound must be a number")
     return ClampBackward.apply(x, low=min, high=max)
+
+
+def _clamp_by_tensors(x: Tensor, low: Tensor | float | None, high: Tensor | float | None) -> Tensor:
+    """``min(max(x, low), high)`` by ``where`` on masks, so that each input gets PyTorch's
+    gradient: ``x`` where ``low <= x <= high``; ``low`` where ``x < low < high``; ``high``
+    where ``x > high`` or ``high < low`` (then every element is ``high``). A nan anywhere
+    gives nan, with no gradient."""
+    if low is not None and high is not None:  # (bool * bool is "and", bool + bool "or")
+        keep = ge(x, low) * le(x, high)
+        to_high = gt(x, high) + lt(high, low)
+        to_low = lt(x, low) * lt(low, high)
+    elif low is not None:
+        keep, to_high, to_low = ge(x, low), None, lt(x, low)
+    else:
+        keep, to_high, to_low = le(x, high), gt(x, high), None
+    floating = any(
+        v.dtype.is_floating_point if isinstance(v, Tensor) else isinstance(v, float)
+        for v in (x, low, high)
+    )
+    rest = math.nan if floating else x  # (integers are never nan: rest is never taken)
+    if to_low is not None:
+        rest = where(to_low, low, rest)
+    if to_high is not None:
+        rest = where(to_high, high, rest)
+    return where(keep, x, rest)
