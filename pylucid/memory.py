@@ -187,7 +187,7 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if type(shape) is int:
         shape = (shape,)
     count = math.prod(shape)
-    if count < SMALL_COUNT:  # below MIN_BYTES whatever the dtype: the common, cheap case
+    if count < _SMALL_COUNT:  # below MIN_BYTES whatever the dtype: the common, cheap case
         return np.empty(shape, dtype)
     itemsize = _ITEMSIZES.get(dtype)
     if itemsize is None:  # a dtype seen for the first time, or a scalar type
@@ -202,7 +202,7 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 _ITEMSIZES: dict[object, int] = {}
 #: Arrays of fewer elements are below :data:`MIN_BYTES` in every dtype (16 bytes at most):
 #: :func:`empty` gives them ``np.empty``'s.
-SMALL_COUNT = MIN_BYTES // 16
+_SMALL_COUNT = MIN_BYTES // 16
 
 
 def is_sole_view(array: np.ndarray) -> bool:

@@ -94,16 +94,11 @@ def logaddexp(a, b):
 
 
 @register_jitable
-def logaddexp_grad_a(a, b, g):
+def logaddexp_grad(a, b, g):
     """dL/da = g sigmoid(a - b) = g / (1 + e^(b - a)): the limit 1 where only a is +inf,
-    nan where both are infinite of one sign (no direction)."""
+    nan where both are infinite of one sign (no direction). dL/db is the same with a and
+    b swapped."""
     return g / (1.0 + simd_math.exp(b - a))
-
-
-@register_jitable
-def logaddexp_grad_b(a, b, g):
-    """dL/db = g / (1 + e^(a - b))."""
-    return g / (1.0 + simd_math.exp(a - b))
 
 
 # -- atan2 -------------------------------------------------------------------------------------

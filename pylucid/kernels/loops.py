@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -181,16 +180,10 @@ class ElementwiseKernel:
         if out is None:
             if out_dtype.itemsize == 2:
                 return self._call_half(operands, shape, out_dtype, out)
-            size = math.prod(shape)
-            if size < memory.SMALL_COUNT:  # (what memory.empty would answer, one call sooner)
-                out = np.empty(shape, out_dtype)
-            else:
-                out = memory.empty(shape, out_dtype)
+            out = memory.empty(shape, out_dtype)
         elif out.itemsize == 2:
             return self._call_half(operands, shape, out_dtype, out)
-        else:
-            size = out.size
-        loop = self._parallel if size >= self.parallel_threshold else self._serial
+        loop = self._parallel if out.size >= self.parallel_threshold else self._serial
         if len(shape) == 1:  # already flat: skip the reshapes (a tiny op's main cost here)
             loop(*operands, out)
             return out

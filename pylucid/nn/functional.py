@@ -35,7 +35,7 @@ from pylucid.ops import (
     where,
 )
 from pylucid.ops.gathering import checked_indices, index_select
-from pylucid.ops.losses import REDUCTIONS
+from pylucid.ops.losses import check_options, checked_target_count
 from pylucid.ops.losses import cross_entropy as _cross_entropy_indices
 from pylucid.ops.shape import concatenate
 from pylucid.ops.wrapping import require_tensor
@@ -68,13 +68,10 @@ __all__ = [
 
 
 def _reduced(op: str, loss: Tensor, reduction: str) -> Tensor:
+    check_options(op, reduction)
     if reduction == "mean":
         return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{op}: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+    return loss.sum() if reduction == "sum" else loss
 
 
 def _pair(op: str, input: Tensor, target: Tensor) -> None:  # noqa: A002
@@ -175,31 +172,19 @@ def nll_loss(
         )
     if target.dtype not in (int32, int64):
         raise TypeError(f"nll_loss: expected an int64 (or int32) target, got {target.dtype.name}")
+    check_options("nll_loss", reduction)
+    be = input._backend
+    count = checked_target_count("nll_loss", be, target._storage, input.shape, ignore_index)
     classes = input.shape[-1]
     labels = target.numpy().astype(np.int64).reshape(-1)
     keep = labels != ignore_index
-    bad = keep & ((labels < 0) | (labels >= classes))
-    if bad.any():
-        raise IndexError(
-            f"nll_loss: target {int(labels[bad][0])} is out of range for input of shape "
-            f"{input.shape} with {classes} classes: expected 0..{classes - 1}, or "
-            f"ignore_index={ignore_index}"
-        )
     rows = input.reshape(-1, classes)
     picked = rows[np.arange(labels.size), np.where(keep, labels, 0)]
-    mask = Tensor._make(
-        input._backend.from_numpy(keep.astype(np.float64), input.dtype), input._backend, input.dtype
-    )
+    mask = Tensor._make(be.from_numpy(keep.astype(np.float64), input.dtype), be, input.dtype)
     loss = -(picked * mask)
     if reduction == "none":
         return loss.reshape(target.shape)
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "mean":
-        return loss.sum() / float(keep.sum())
-    raise ValueError(
-        f"nll_loss: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}"
-    )
+    return loss.sum() if reduction == "sum" else loss.sum() / float(count)
 
 
 def cross_entropy(
@@ -223,12 +208,7 @@ def cross_entropy(
             f"cross_entropy: a floating target holds class probabilities and must have the "
             f"input's shape {input.shape}, got {target.shape} (class indices are integers)"
         )
-    if reduction not in REDUCTIONS:
-        raise ValueError(
-            f"cross_entropy: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}"
-        )
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    check_options("cross_entropy", reduction, label_smoothing)
     axis = 0 if input.ndim == 1 else 1
     classes = input.shape[axis]
     q = (
@@ -237,8 +217,8 @@ def cross_entropy(
         else (1.0 - label_smoothing) * target + label_smoothing / classes
     )
     loss = -(q * log_softmax(input, axis=axis)).sum(axis=axis)
-    if reduction == "mean":
-        return loss.sum() / float(max(1, input.numel() // classes) if input.numel() else 0)
+    if reduction == "mean":  # (no examples: 0 / 0 = nan, as PyTorch)
+        return loss.sum() / float(input.numel() // classes if classes else 0)
     return loss.sum() if reduction == "sum" else loss
 
 

@@ -411,25 +411,13 @@ class Op(Node):
         if plan.differentiable and is_grad_enabled():
             for t in inputs:
                 if t._requires_grad:
-                    cls._record_node(inputs, storages, out, result, plan, params)
+                    node = cls.__new__(cls)
+                    node._record(inputs, storages, out, result, plan, params)
+                    result.grad_fn, result._requires_grad = node, True
                     break
         if cls.returns_view and cls.makes_view(backend, inputs[0], out, **params):
             result._alias(inputs[0], (cls, params))
         return result
-
-    @classmethod
-    def _record_node(
-        cls,
-        inputs: Sequence[Tensor],
-        storages: Sequence[Any],
-        out: Any,
-        result: Tensor,
-        plan: DispatchPlan,
-        params: dict[str, Any],
-    ) -> None:
-        node = cls.__new__(cls)
-        node._record(inputs, storages, out, result, plan, params)
-        result.grad_fn, result._requires_grad = node, True
 
     def _record(
         self,

@@ -26,7 +26,7 @@ from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.wrapping import require_tensor
 from pylucid.tensor import Tensor
 
-__all__ = ["CrossEntropyBackward", "cross_entropy"]
+__all__ = ["CrossEntropyBackward", "check_options", "checked_target_count", "cross_entropy"]
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -53,20 +53,33 @@ def _from_rows(be: Backend, rows: Any, shape: Shape) -> Any:
     return be.transpose(moved, (0, len(shape) - 1, *range(1, len(shape) - 1)))
 
 
-def _checked_count(be: Backend, target: Any, shape: Shape, ignore_index: int) -> int:
-    """The number of targets that are not ``ignore_index``, after checking that each of
-    them is a class of the logits of ``shape``."""
+def checked_target_count(
+    op: str, be: Backend, target: Any, shape: Shape, ignore_index: int
+) -> int:
+    """The number of class-index targets (storage) that are not ``ignore_index``, after
+    checking that each of them is a class of the logits of ``shape`` (classes on axis 1,
+    or axis 0 of a 1-d input)."""
     classes = shape[_class_axis(len(shape))]
     flat = be.reshape(target, (math.prod(be.shape(target)),))
     count, bad = be.check_targets(flat, classes, ignore_index)
     if bad >= 0:
         value = int(be.to_numpy(flat)[bad])
         raise IndexError(
-            f"cross_entropy: target {value} (at flat position {bad} of the target) is out of "
-            f"range for input of shape {tuple(shape)} with {classes} classes: expected "
+            f"{op}: target {value} (at flat position {bad} of the target) is out of range "
+            f"for input of shape {tuple(shape)} with {classes} classes: expected "
             f"0..{classes - 1}, or ignore_index={ignore_index}"
         )
     return count
+
+
+def check_options(op: str, reduction: str, label_smoothing: float = 0.0) -> None:
+    """Refuse a ``reduction`` other than none/mean/sum and a smoothing outside [0, 1]."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(
+            f"{op}: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}"
+        )
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
 
 
 class CrossEntropyBackward(Op):
@@ -145,7 +158,7 @@ class CrossEntropyBackward(Op):
         reduction: str,
     ) -> Any:
         x_shape = be.shape(x)
-        count = _checked_count(be, target, x_shape, ignore_index)
+        count = checked_target_count("cross_entropy", be, target, x_shape, ignore_index)
         rows = _to_rows(be, x, x_shape)
         flat = be.reshape(target, (be.shape(rows)[0],))
         losses = be.cross_entropy(rows, flat, ignore_index, label_smoothing, dtype)
@@ -161,7 +174,8 @@ class CrossEntropyBackward(Op):
             return be.reshape(g, (rows,))
         if self.reduction == "sum":
             return g
-        count = _checked_count(be, self.saved["target"], self.input_shapes[0], self.ignore_index)
+        target, shape = self.saved["target"], self.input_shapes[0]
+        count = checked_target_count("cross_entropy", be, target, shape, self.ignore_index)
         return be.div(g, float(count), (), self.dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any, None]:
@@ -211,12 +225,7 @@ def cross_entropy(
     :func:`pylucid.nn.functional.cross_entropy` for probabilities as targets."""
     require_tensor("cross_entropy", "input", input)
     require_tensor("cross_entropy", "target", target)
-    if reduction not in REDUCTIONS:
-        raise ValueError(
-            f"cross_entropy: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}"
-        )
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    check_options("cross_entropy", reduction, label_smoothing)
     return CrossEntropyBackward.apply(
         input,
         target,

@@ -22,8 +22,7 @@ _ATAN2 = elementwise(bm.atan2, arity=2, heavy=True)
 _ATAN2_GRAD_A = elementwise(bm.atan2_grad_a, arity=3, heavy=True)
 _ATAN2_GRAD_B = elementwise(bm.atan2_grad_b, arity=3, heavy=True)
 _LOGADDEXP = elementwise(bm.logaddexp, arity=2, heavy=True)
-_LOGADDEXP_GRAD_A = elementwise(bm.logaddexp_grad_a, arity=3, heavy=True)
-_LOGADDEXP_GRAD_B = elementwise(bm.logaddexp_grad_b, arity=3, heavy=True)
+_LOGADDEXP_GRAD = elementwise(bm.logaddexp_grad, arity=3, heavy=True)
 _MAXIMUM = elementwise(bm.maximum, arity=2)
 _MINIMUM = elementwise(bm.minimum, arity=2)
 _MAXIMUM_GRAD = elementwise(bm.maximum_grad, arity=3)
@@ -79,11 +78,11 @@ class NumbaBinary:
 
     @handles_halves
     def logaddexp_backward_a(self, a, b, g, shape, dtype):
-        return self._nary(_LOGADDEXP_GRAD_A, (a, b, g), shape, dtype)
+        return self._nary(_LOGADDEXP_GRAD, (a, b, g), shape, dtype)
 
     @handles_halves
     def logaddexp_backward_b(self, a, b, g, shape, dtype):
-        return self._nary(_LOGADDEXP_GRAD_B, (a, b, g), shape, dtype)
+        return self._nary(_LOGADDEXP_GRAD, (b, a, g), shape, dtype)  # (symmetric: swapped)
 
     @handles_halves
     def maximum(self, a, b, shape, dtype):
