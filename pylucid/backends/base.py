@@ -25,6 +25,9 @@ from pylucid.dtypes import DType
 Storage = Any
 Shape = tuple[int, ...]
 Axes = tuple[int, ...]
+#: The geometry of a 2-d convolution: ``(stride, padding, dilation, groups)`` with
+#: ``stride = (sh, sw)``, ``padding = ((top, bottom), (left, right))``, ``dilation = (dh, dw)``.
+ConvGeometry = tuple[tuple[int, int], tuple[tuple[int, int], tuple[int, int]], tuple[int, int], int]
 
 #: Pointwise ops with the primitives ``name(a, shape, dtype)`` and (except ``log``, ``log10``,
 #: ``sign`` and the roundings, whose gradients are ``log_base_backward`` and zero)
@@ -376,6 +379,63 @@ class Backend(Protocol):
         dtype: DType,
     ) -> Storage:
         """``g_r (softmax(x_r) - q_r)`` per row (``g``: ``(rows,)``), 0 on ignored rows."""
+
+    # -- convolution ------------------------------------------------------------------------
+    def conv2d(
+        self, x: Storage, w: Storage, geometry: ConvGeometry, shape: Shape, dtype: DType
+    ) -> Storage:
+        """The convolution (PyTorch's cross-correlation) of ``(N, C, H, W)`` ``x`` with
+        ``(O, C / groups, KH, KW)`` ``w``, into the validated ``(N, O, OH, OW)`` ``shape``."""
+
+    def conv2d_input_grad(
+        self, g: Storage, w: Storage, geometry: ConvGeometry, shape: Shape, dtype: DType
+    ) -> Storage:
+        """The gradient of :meth:`conv2d` for its input (of ``shape``) from ``g``: the
+        transposed convolution of ``g`` with ``w``."""
+
+    def conv2d_weight_grad(
+        self, x: Storage, g: Storage, geometry: ConvGeometry, shape: Shape, dtype: DType
+    ) -> Storage:
+        """The gradient of :meth:`conv2d` for its weight (of ``shape``) from ``g``: the
+        correlation of ``x`` with ``g``, summed over the batch."""
+
+    # -- pooling ----------------------------------------------------------------------------
+    def max_pool2d(self, x: Storage, windows: Any, shape: Shape, dtype: DType) -> Storage:
+        """The max of each window (:class:`~pylucid.backends.windows.Windows`) of each
+        plane of ``(N, C, H, W)`` ``x``: PyTorch's choice (the first largest value, the last
+        NaN), ``-inf`` for a window inside the padding."""
+
+    def max_pool2d_positions(self, x: Storage, windows: Any, dtype: DType) -> Storage:
+        """The plane position ``ih W + iw`` each max of :meth:`max_pool2d` is taken from
+        (int64, the output's shape)."""
+
+    def max_pool2d_backward(self, x: Storage, g: Storage, windows: Any, dtype: DType) -> Storage:
+        """``g`` added at the positions of :meth:`max_pool2d_positions`, in ``x``'s shape."""
+
+    def avg_pool2d(
+        self, x: Storage, windows: Any, divisors: Any, shape: Shape, dtype: DType
+    ) -> Storage:
+        """The sum of each window over its divisor, the product of the per-axis factors
+        ``divisors[0][oh] * divisors[1][ow]``."""
+
+    def avg_pool2d_backward(
+        self, g: Storage, windows: Any, divisors: Any, shape: Shape, dtype: DType
+    ) -> Storage:
+        """The gradient of :meth:`avg_pool2d` for its input (of ``shape``): each ``g`` over
+        its divisor, added onto each position of its window."""
+
+    # -- normalization ----------------------------------------------------------------------
+    def layer_norm(
+        self, x: Storage, w: Storage, b: Storage, size: int, eps: float, dtype: DType
+    ) -> Storage:
+        """``(x - mean) / sqrt(var + eps) * w + b`` over each row of the trailing ``size``
+        elements of ``x`` (``w`` and ``b``: ``size`` elements each), var biased."""
+
+    def layer_norm_backward(
+        self, x: Storage, w: Storage, g: Storage, size: int, eps: float, dtype: DType
+    ) -> tuple[Storage, Storage, Storage]:
+        """The gradients ``(dx, dw, db)`` of :meth:`layer_norm`, as ``(rows, size)``,
+        ``(size,)`` and ``(size,)``."""
 
     # -- linalg and shape families ----------------------------------------------------------
     def matmul(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:

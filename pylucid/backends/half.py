@@ -89,7 +89,7 @@ class HalfConversion:
         self.any_half = _half_finder(is_half, array_type)
 
     def widen_all(self, value: Any) -> Any:
-        if isinstance(value, (list, tuple)):
+        if type(value) is list or type(value) is tuple:  # (not a NamedTuple parameter)
             return type(value)(self.widen_all(v) for v in value)
         return self.widen(value) if self.is_half(value) else value
 

@@ -2,8 +2,9 @@
 defaults (``torch.nn.functional``), built on pylucid's ops: each is differentiable
 (including with ``create_graph``) and runs on every backend.
 
-``cross_entropy`` with class indices is one op with its own kernels
-(:class:`pylucid.ops.losses.CrossEntropyBackward`); the other losses are short
+``cross_entropy`` with class indices, the convolutions (:mod:`pylucid.ops.convolution`),
+the pools (:mod:`pylucid.ops.pooling`) and ``layer_norm`` are ops with their own kernels;
+``batch_norm`` (:mod:`pylucid.ops.normalization`) and the other losses are short
 compositions of ops, whose gradients are those of the ops.
 
 Not supported (yet): ``weight=`` of the classification losses and the deprecated
@@ -34,25 +35,35 @@ from pylucid.ops import (
     tanh,
     where,
 )
+from pylucid.ops.convolution import conv1d, conv2d
 from pylucid.ops.gathering import checked_indices, index_select
 from pylucid.ops.losses import check_options, checked_target_count
 from pylucid.ops.losses import cross_entropy as _cross_entropy_indices
+from pylucid.ops.normalization import batch_norm, layer_norm
+from pylucid.ops.pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from pylucid.ops.shape import concatenate
 from pylucid.ops.wrapping import require_tensor
 from pylucid.tensor import Tensor
 
 __all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "batch_norm",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "conv1d",
+    "conv2d",
     "cross_entropy",
     "dropout",
     "elu",
     "embedding",
     "gelu",
     "l1_loss",
+    "layer_norm",
     "leaky_relu",
     "linear",
     "log_softmax",
+    "max_pool2d",
     "mse_loss",
     "nll_loss",
     "one_hot",

@@ -7,7 +7,16 @@ test fails when a registered public op has no record here. Each op family keeps 
 in its own module.
 """
 
-from pylucid.opinfo import binary, core, elementwise, linalg, losses, reduction, shape
+from pylucid.opinfo import (
+    binary,
+    core,
+    elementwise,
+    layers,
+    linalg,
+    losses,
+    reduction,
+    shape,
+)
 from pylucid.opinfo.records import OpInfo, Sampler, Uniform, away_from_zero, torch_op, uniform
 
 OPS: tuple[OpInfo, ...] = (
@@ -16,6 +25,7 @@ OPS: tuple[OpInfo, ...] = (
     + binary.RECORDS
     + reduction.RECORDS
     + losses.RECORDS
+    + layers.RECORDS
     + linalg.RECORDS
     + shape.RECORDS
 )

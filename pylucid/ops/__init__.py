@@ -15,6 +15,7 @@ from pylucid.ops import (
     binary,
     comparison,
     conversion,
+    convolution,  # noqa: F401  (registers conv2d; its wrappers are pylucid.nn.functional's)
     elementwise_math,
     gathering,
     indexing,
@@ -23,6 +24,8 @@ from pylucid.ops import (
     linalg,
     logical,
     losses,  # noqa: F401  (registers cross_entropy; its wrapper is pylucid.nn.functional's)
+    normalization,  # noqa: F401  (registers layer_norm; its wrapper is pylucid.nn.functional's)
+    pooling,  # noqa: F401  (registers the pools; their wrappers are pylucid.nn.functional's)
     reduce,
     rounding,
     selection,

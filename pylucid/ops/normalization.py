@@ -1,0 +1,226 @@
+"""Normalisation layers as functions, with PyTorch's arguments: layer norm and batch norm.
+
+Public: layer_norm, batch_norm (in :mod:`pylucid.nn.functional`).
+
+``layer_norm`` is one op with its own kernels (:class:`LayerNormBackward`: on the CPU a
+Numba row kernel forward and one backward computing the three gradients). ``batch_norm``
+is a composition of ops (mean, var, rsqrt, multiply-add), whose gradients are those of the
+ops; in training it also updates the running statistics in place, as PyTorch does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pylucid.backends.base import Backend, Shape
+from pylucid.dtypes import DType
+from pylucid.factories import ones, zeros
+from pylucid.graph.grad_mode import no_grad
+from pylucid.ops.base import Op
+from pylucid.ops.schema import AmpPolicy, OpSchema
+from pylucid.ops.wrapping import require_tensor
+from pylucid.tensor import Tensor
+
+__all__ = ["LayerNormBackward", "batch_norm", "layer_norm"]
+
+
+class LayerNormBackward(Op):
+    r"""Autograd node of layer normalisation over the trailing ``normalized_shape`` (``D``
+    elements per row); saves ``input`` and ``weight``.
+
+    With the row's mean :math:`\mu`, biased variance :math:`\sigma^2`,
+    :math:`r = (\sigma^2 + \varepsilon)^{-1/2}` and :math:`\hat x = (x - \mu) r`:
+
+    .. math::
+        y = \hat x\, w + b, \qquad
+        \frac{\partial L}{\partial x} = r \left(h - \overline{h} - \hat x\, \overline{h \hat x}
+        \right),\ h = g w, \qquad
+        \frac{\partial L}{\partial w} = \sum_{\text{rows}} g \hat x, \qquad
+        \frac{\partial L}{\partial b} = \sum_{\text{rows}} g
+
+    (bars: means over the row). AMP: FORCE_FP32, as on PyTorch's autocast list.
+    """
+
+    schema_v1 = OpSchema(
+        name="layer_norm",
+        amp_policy=AmpPolicy.FORCE_FP32,
+        input_arity=3,
+        saved=("input", "weight"),
+    )
+    input_names = ("input", "weight", "bias")
+
+    @classmethod
+    def output_shape(cls, shapes: Sequence[Shape], *, normalized_shape: Shape, eps: float) -> Shape:
+        x, w, b = shapes
+        count = len(normalized_shape)
+        if tuple(x[len(x) - count :]) != normalized_shape or len(x) < count:
+            raise ValueError(
+                f"layer_norm: normalized_shape {normalized_shape} is not the trailing shape of "
+                f"the input of shape {tuple(x)}"
+            )
+        if tuple(w) != normalized_shape or tuple(b) != normalized_shape:
+            raise ValueError(
+                f"layer_norm: weight of shape {tuple(w)} and bias of shape {tuple(b)} must "
+                f"have the normalized_shape {normalized_shape}"
+            )
+        return tuple(x)
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
+        x = dtypes[0]
+        if not x.is_floating_point:
+            raise TypeError(f"layer_norm: expected a floating-point input, got {x.name}")
+        return super().compute_dtype(dtypes)
+
+    @staticmethod
+    def dispatch(
+        be: Backend,
+        x: Any,
+        w: Any,
+        b: Any,
+        shape: Shape,
+        dtype: DType,
+        normalized_shape: Shape,
+        eps: float,
+    ) -> Any:
+        return be.layer_norm(x, w, b, math.prod(normalized_shape), eps, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any, Any]:
+        be = self.backend
+        x, w = self.saved["input"], self.saved["weight"]
+        dx, dw, db = be.layer_norm_backward(
+            x, w, g, math.prod(self.normalized_shape), self.eps, self.dtype
+        )
+        return (
+            be.reshape(dx, self.input_shapes[0]),
+            be.reshape(dw, self.normalized_shape),
+            be.reshape(db, self.normalized_shape),
+        )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        x, w = self.saved_tensor("input"), self.saved_tensor("weight")
+        axes = tuple(range(x.ndim - len(self.normalized_shape), x.ndim))
+        rows = tuple(range(x.ndim - len(self.normalized_shape)))
+        centred = x - x.mean(axis=axes, keepdims=True)
+        rstd = ((centred * centred).mean(axis=axes, keepdims=True) + self.eps).rsqrt()
+        xhat = centred * rstd
+        h = g * w
+        dx = rstd * (
+            h - h.mean(axis=axes, keepdims=True) - xhat * (h * xhat).mean(axis=axes, keepdims=True)
+        )
+        return dx, (g * xhat).sum(axis=rows), g.sum(axis=rows)
+
+
+def _shape(op: str, value: Any) -> Shape:
+    shape = (value,) if isinstance(value, int) else tuple(value)
+    if not shape or not all(type(n) is int and n >= 1 for n in shape):
+        raise ValueError(f"{op}: normalized_shape must be positive ints, got {value!r}")
+    return shape
+
+
+def layer_norm(
+    input: Tensor,  # noqa: A002  (PyTorch's name)
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Layer normalisation of ``input`` over its trailing ``normalized_shape``, then
+    ``* weight + bias`` (each of that shape, or None), as
+    ``torch.nn.functional.layer_norm``; see :class:`LayerNormBackward`."""
+    require_tensor("layer_norm", "input", input)
+    shape = _shape("layer_norm", normalized_shape)
+    device = input.device
+    if weight is None:
+        weight = ones(shape, dtype=input.dtype, device=device)
+    if bias is None:
+        bias = zeros(shape, dtype=input.dtype, device=device)
+    require_tensor("layer_norm", "weight", weight)
+    require_tensor("layer_norm", "bias", bias)
+    return LayerNormBackward.apply(input, weight, bias, normalized_shape=shape, eps=float(eps))
+
+
+def _channel_shape(x: Tensor) -> tuple[int, ...]:
+    """The shape that broadcasts a per-channel ``(C,)`` tensor against ``x`` ``(N, C, ...)``."""
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def batch_norm(
+    input: Tensor,  # noqa: A002  (PyTorch's name)
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Batch normalisation of ``(N, C, ...)`` ``input`` per channel, as
+    ``torch.nn.functional.batch_norm``.
+
+    In training it normalises by the batch's mean and biased variance over every axis but
+    1, and updates ``running_mean`` and ``running_var`` (where given) in place, without
+    gradient: ``running = (1 - momentum) running + momentum batch``, the variance unbiased
+    there. Otherwise it normalises by the running statistics, which must then be given.
+
+    .. math:: y = \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}}\, w + b
+    """
+    require_tensor("batch_norm", "input", input)
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input (N, C, ...), got shape {input.shape}")
+    channels = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):  # fmt: skip
+        if t is not None:
+            require_tensor("batch_norm", name, t)
+            if t.shape != (channels,):
+                raise ValueError(
+                    f"batch_norm: {name} of shape {t.shape} does not fit {channels} channels "
+                    f"of the input of shape {input.shape}: expected ({channels},)"
+                )
+    broadcast = _channel_shape(input)
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError(
+            "batch_norm: running_mean and running_var must be given when not training "
+            "(training=False normalises by them)"
+        )
+    if training:
+        axes = (0, *range(2, input.ndim))
+        count = input.numel() // channels
+        if count <= 1:
+            raise ValueError(
+                f"batch_norm: expected more than 1 value per channel when training, got "
+                f"input of shape {input.shape}"
+            )
+        mean = input.mean(axis=axes, keepdims=True)
+        centred = input - mean
+        var = (centred * centred).mean(axis=axes, keepdims=True)
+        _update_running(running_mean, running_var, mean, var, count, momentum)
+    else:
+        mean, var = running_mean.reshape(broadcast), running_var.reshape(broadcast)
+        centred = input - mean
+    out = centred * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(broadcast)
+    if bias is not None:
+        out = out + bias.reshape(broadcast)
+    return out
+
+
+def _update_running(
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    mean: Tensor,
+    var: Tensor,
+    count: int,
+    momentum: float,
+) -> None:
+    with no_grad():
+        if running_mean is not None:
+            batch = mean.detach().reshape(running_mean.shape).to(running_mean.dtype)
+            running_mean.mul_(1.0 - momentum).add_(batch * momentum)
+        if running_var is not None:
+            unbiased = var.detach().reshape(running_var.shape) * (count / (count - 1))
+            running_var.mul_(1.0 - momentum).add_(unbiased.to(running_var.dtype) * momentum)
