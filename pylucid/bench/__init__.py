@@ -62,7 +62,7 @@ The document :func:`run` returns (and ``bench.json`` holds)::
     missing       [{kind, op, impl, reason}] for cases an implementation has no version of
     errors        [{kind, op, dtype, size, impl, error}] for implementations that raised
     programs      null (no scenarios, or no library of pylucid, torch, mlx in impls), or:
-      scenarios     {name: {name, unit ("op" | "step"), ops_per_call, description}}
+      scenarios     {name: {name, unit ("op" | "step" | "call"), ops_per_call, description}}
       libraries     the libraries asked for, of "pylucid", "torch", "mlx" (those in impls)
       modes         the modes run, of "same_process", "isolated", "contention"
       threads       pylucid's (Numba's) and PyTorch's threads in the first two modes

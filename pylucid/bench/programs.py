@@ -16,6 +16,9 @@ program on the same seeded data and initial weights:
 ``softmax_regression``
     A 64 x 10 weight and a bias on a digits-shaped data set (1797 x 64 float64, 10 classes),
     full batch: logits, the same cross entropy, backward, SGD update. Per step.
+the layer scenarios of :mod:`pylucid.bench.layers`
+    One layer's forward and backward (conv2d, max_pool2d, layer_norm, cross_entropy). Per
+    call.
 
 pylucid and PyTorch run the program eagerly through their autograd (PyTorch on
 ``threads`` threads); MLX, which is lazy, runs ``mx.value_and_grad`` of the same loss and
@@ -61,6 +64,7 @@ import numpy as np
 
 import pylucid as pl
 from pylucid.bench.cases import load_libraries
+from pylucid.bench.layers import LAYER_SCENARIOS, build_layer_program
 from pylucid.bench.report import format_time
 from pylucid.bench.timing import Measurement, TimerConfig, measure
 
@@ -129,7 +133,7 @@ class Scenario:
     name : str
         Its key in :data:`SCENARIOS` and in the results.
     unit : str
-        What a reported time is per: ``"op"`` or ``"step"``.
+        What a reported time is per: ``"op"``, ``"step"`` or ``"call"`` (of a layer).
     ops_per_call : int
         Units in one call of the program (a call's time is divided by it).
     description : str
@@ -159,6 +163,7 @@ SCENARIOS: dict[str, Scenario] = {
             1,
             "64 x 10 + bias on 1797 x 64 float64, full batch: loss, backward, SGD",
         ),
+        *(Scenario(name, "call", 1, text) for name, text in LAYER_SCENARIOS.items()),
     )
 }
 
@@ -361,6 +366,8 @@ def build_program(scenario: str, library: str, module: Any = pl) -> Callable[[],
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; choose from {tuple(SCENARIOS)}")
+    if scenario in LAYER_SCENARIOS:
+        return build_layer_program(scenario, library, module)
     ops = _library_ops(library, module)
     if scenario.startswith("chain_"):
         backward = scenario == "chain_forward_backward"

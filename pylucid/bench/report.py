@@ -227,8 +227,8 @@ def _programs_legend(programs: dict[str, Any], stat: str) -> str:
     )
     calls = f" (one call of a chain runs {' or '.join(per_op)} ops)" if per_op else ""
     return (
-        f"{time} time per op{calls} or per training step; pylucid/torch: pylucid's time over "
-        f"PyTorch's (below 1: pylucid is faster)."
+        f"{time} time per op{calls}, per training step or per call of a layer (forward and "
+        f"backward); pylucid/torch: pylucid's time over PyTorch's (below 1: pylucid is faster)."
     )
 
 
