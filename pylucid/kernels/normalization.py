@@ -23,7 +23,6 @@ from numba.extending import register_jitable
 
 from pylucid.kernels.jit import njit
 from pylucid.kernels.parallel import parallel_threshold
-from pylucid.kernels.reduction import _dot, _sum, _sum_sq_dev
 
 __all__ = ["PARALLEL_THRESHOLD_NORM", "layer_norm_backward_rows", "layer_norm_rows"]
 
@@ -34,6 +33,36 @@ PARALLEL_THRESHOLD_NORM = parallel_threshold("row")
 _BLOCK = 64
 
 _JIT = {"cache": True, "error_model": "numpy", "nogil": True}
+#: The row sums may be reassociated - and so vectorised - by LLVM: they accumulate in
+#: float64, whose rounding in any order is far below float32's, and which keeps inf and
+#: nan ("reassoc" only). Measured on (256, 512) float32: the forward 65 us serial instead of
+#: 168 us with eight scalar partial sums (:func:`pylucid.kernels.reduction._sum`).
+_SUMS = {**_JIT, "fastmath": {"reassoc"}}
+
+
+@njit(**_SUMS)
+def _sum(x):
+    total = 0.0
+    for j in range(x.size):
+        total += x[j]
+    return total
+
+
+@njit(**_SUMS)
+def _sum_sq_dev(x, mean):
+    total = 0.0
+    for j in range(x.size):
+        d = x[j] - mean
+        total += d * d
+    return total
+
+
+@njit(**_SUMS)
+def _dot(a, b):
+    total = 0.0
+    for j in range(a.size):
+        total += a[j] * b[j]
+    return total
 
 
 @register_jitable
@@ -85,36 +114,51 @@ def _normalise_row(x, w, b, eps, out):
         out[j] = (x[j] * unit - mean) * r * w[j] + b[j]
 
 
+@njit(**_SUMS)
+def _gradient_sums(x, w, g, unit, mean, r, g_unit, w_unit):
+    """``(sum h, sum h xhat)`` with ``h = (g g_unit)(w w_unit)``, ``xhat = (x unit - mean) r``."""
+    h_total, hx_total = 0.0, 0.0
+    for j in range(x.size):
+        h = (np.float64(g[j]) * g_unit) * (w[j] * w_unit)  # (not float32 * float32)
+        h_total += h
+        hx_total += h * ((x[j] * unit - mean) * r)
+    return h_total, hx_total
+
+
 @register_jitable
 def _input_grad_row(x, w, g, eps, out, stats):
     """``rstd (h - mean(h) - xhat mean(h xhat))``, ``h = g w``; the row's ``(mean, r,
-    unit)`` into ``stats``. Where ``h`` overflows, it is formed from ``g`` and ``w`` times
-    powers of two (:func:`_unit`), divided out of the result."""
+    unit)`` into ``stats``. Where the sums of ``h`` overflow, ``h`` is formed from ``g``
+    and ``w`` times powers of two (:func:`_unit`), taken out of the result again."""
     mean, r, unit, rstd = _moments(x, eps)
     stats[0], stats[1], stats[2] = mean, r, unit
-    xhat, h = np.empty(x.size), np.empty(x.size)
-    for j in range(x.size):
-        xhat[j] = (x[j] * unit - mean) * r
-        h[j] = np.float64(g[j]) * w[j]  # (float32 * float32 would round, and overflow)
     g_unit, w_unit = 1.0, 1.0
-    if not math.isfinite(_sum(h)):
+    h_total, hx_total = _gradient_sums(x, w, g, unit, mean, r, g_unit, w_unit)
+    if not (math.isfinite(h_total) and math.isfinite(hx_total)):
         g_unit, w_unit = _unit(g), _unit(w)
-        for j in range(x.size):
-            h[j] = (g[j] * g_unit) * (w[j] * w_unit)
-    h_mean, hx_mean = _sum(h) / x.size, _dot(h, xhat) / x.size
+        h_total, hx_total = _gradient_sums(x, w, g, unit, mean, r, g_unit, w_unit)
+    h_mean, hx_mean = h_total / x.size, hx_total / x.size
+    g_back, w_back = 1.0 / g_unit, 1.0 / w_unit  # (powers of two: exact)
     for j in range(x.size):
-        out[j] = rstd * (h[j] - h_mean - xhat[j] * hx_mean) / g_unit / w_unit
+        h = (np.float64(g[j]) * g_unit) * (w[j] * w_unit)
+        xhat = (x[j] * unit - mean) * r
+        out[j] = rstd * (h - h_mean - xhat * hx_mean) * g_back * w_back
 
 
 @register_jitable
 def _column_sums(x, g, stats, first, last, dw, db):
-    for j in range(first, last):
-        dw[j], db[j] = 0.0, 0.0
+    """``dw`` and ``db`` over the columns ``[first, last)``. The loops index slices from 0:
+    over ``range(first, last)`` LLVM keeps the negative-index wraparound and does not
+    vectorise (4x slower, 195 us against 52 us for (256, 512) float32)."""
+    dw_block, db_block = dw[first:last], db[first:last]
+    dw_block[:] = 0.0
+    db_block[:] = 0.0
     for row in range(x.shape[0]):
         mean, r, unit = stats[row, 0], stats[row, 1], stats[row, 2]
-        for j in range(first, last):
-            dw[j] += g[row, j] * ((x[row, j] * unit - mean) * r)
-            db[j] += g[row, j]
+        x_block, g_block = x[row, first:last], g[row, first:last]
+        for j in range(x_block.size):
+            dw_block[j] += g_block[j] * ((x_block[j] * unit - mean) * r)
+            db_block[j] += g_block[j]
 
 
 def _forward(x, w, b, eps, out):

@@ -7,9 +7,9 @@ and ``L`` outputs the plane position it reads, or -1 (padding, or past a shorter
 - **max**: the largest value read, as PyTorch: the first largest in the window's row-major
   order, and a NaN wins over every number (the last NaN, since each NaN replaces the
   previous choice); a window of -inf only selects its first position. The backward
-  recomputes the chosen position from the saved input (no index array is kept from the
-  forward) and adds the gradient there; overlapping windows may choose one position, so it
-  accumulates, within its plane.
+  recomputes the max and then the chosen position from the saved input (no index array is
+  kept from the forward) and adds the gradient there; overlapping windows may choose one
+  position, so it accumulates, within its plane.
 - **average**: the sum of the values read (in float64, rounded once) over the output's
   divisor; its backward adds ``g / divisor`` onto each position read.
 
@@ -44,40 +44,66 @@ _JIT = {"cache": True, "error_model": "numpy", "nogil": True}
 
 
 @register_jitable
-def _chosen(plane, sources, output):
-    """The position the max of window ``output`` takes (PyTorch's choice), or -1 for a
-    window with no position inside the plane."""
-    position, best = -1, -math.inf
+def _max_values(plane, sources, best):
+    """Each window's max into ``best``: -inf for a window of padding, nan where it holds
+    one. The loop runs over the outputs for one tap at a time with selects only, so it
+    vectorises (a gather per output; ``plane[-1]``, read for a padding tap, is discarded):
+    245 us for 2 x 2 windows over (512, 28, 28) float32, where tracking the position in the
+    same loop took 2.1 ms."""
+    if best.size == 0:
+        return
+    best[:] = -math.inf
+    low = best[0]  # -inf in the plane's dtype: a float64 constant would stop vectorising
     for t in range(sources.shape[0]):
-        j = sources[t, output]
-        if j < 0:
-            continue
-        value = plane[j]
-        if position < 0 or value > best or math.isnan(value):
-            position, best = j, value
-    return position
+        row = sources[t]
+        for i in range(row.size):
+            j = row[i]
+            read = plane[j]  # (unconditional: a load under a condition stops vectorising)
+            value = read if j >= 0 else low
+            current = best[i]
+            best[i] = value if (value > current) | (value != value) else current
+
+
+@register_jitable
+def _positions_of(plane, sources, best, chosen):
+    """The position each max in ``best`` is taken from, PyTorch's choice: the first tap
+    holding it (the first inside the plane for a window of -inf), the last holding nan;
+    -1 for a window of padding. The taps run backwards, each output's choice overwritten
+    by every earlier tap holding the max (so the first one stays) but set only once for
+    nan (the last one); selects only, so the loop over the outputs vectorises."""
+    chosen[:] = -1
+    for t in range(sources.shape[0] - 1, -1, -1):
+        row = sources[t]
+        for i in range(row.size):
+            j = row[i]
+            read, target = plane[j], best[i]
+            hit = (j >= 0) & (read == target)
+            first_nan = (j >= 0) & (read != read) & (target != target) & (chosen[i] < 0)
+            chosen[i] = j if hit | first_nan else chosen[i]
 
 
 @register_jitable
 def _max_plane(plane, sources, out):
-    for i in range(out.size):
-        j = _chosen(plane, sources, i)
-        out[i] = plane[j] if j >= 0 else -math.inf
+    _max_values(plane, sources, out)
 
 
 @register_jitable
 def _positions_plane(plane, sources, out):
-    for i in range(out.size):
-        out[i] = _chosen(plane, sources, i)
+    best, chosen = np.empty(out.size, plane.dtype), np.empty(out.size, np.int32)
+    _max_values(plane, sources, best)
+    _positions_of(plane, sources, best, chosen)
+    out[:] = chosen
 
 
 @register_jitable
 def _max_backward_plane(plane, sources, g, out):
+    best, chosen = np.empty(g.size, plane.dtype), np.empty(g.size, np.int32)
+    _max_values(plane, sources, best)
+    _positions_of(plane, sources, best, chosen)
     out[:] = 0
     for i in range(g.size):
-        j = _chosen(plane, sources, i)
-        if j >= 0:
-            out[j] += g[i]
+        if chosen[i] >= 0:
+            out[chosen[i]] += g[i]
 
 
 @register_jitable
