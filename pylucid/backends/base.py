@@ -364,10 +364,17 @@ class Backend(Protocol):
         of the first one outside ``[0, classes)`` or -1)."""
 
     def cross_entropy(
-        self, x: Storage, target: Storage, ignore_index: int, label_smoothing: float, dtype: DType
+        self,
+        x: Storage,
+        target: Storage,
+        ignore_index: int,
+        label_smoothing: float,
+        divisor: float | None,
+        dtype: DType,
     ) -> Storage:
         """The ``(rows,)`` losses of ``(rows, C)`` logits against checked class indices:
-        ``(1 - e)(lse - x_t) + e (lse - mean x)``, 0 where the target is ``ignore_index``."""
+        ``(1 - e)(lse - x_t) + e (lse - mean x)``, 0 where the target is ``ignore_index``;
+        with a ``divisor``, their sum over it (0-d: the ``sum`` and ``mean`` reductions)."""
 
     def cross_entropy_backward(
         self,
@@ -376,9 +383,11 @@ class Backend(Protocol):
         g: Storage,
         ignore_index: int,
         label_smoothing: float,
+        divisor: float | None,
         dtype: DType,
     ) -> Storage:
-        """``g_r (softmax(x_r) - q_r)`` per row (``g``: ``(rows,)``), 0 on ignored rows."""
+        """``g_r (softmax(x_r) - q_r)`` per row, 0 on ignored rows: ``g_r`` from ``g``
+        (``(rows,)``), or ``g / divisor`` for each row (``g`` of the reduced loss)."""
 
     # -- convolution ------------------------------------------------------------------------
     def conv2d(

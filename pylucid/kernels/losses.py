@@ -135,6 +135,134 @@ def _grad_loop_parallel(x, target, g, ignore_index, smoothing, out):
         _row_grad(x[r], target[r], g[r], ignore_index, smoothing, scratch[r], out[r])
 
 
+#: Rows of at most this many classes take the column-wise kernels (:func:`_short_block`).
+SHORT_ROW = 32
+#: Rows per block of the column-wise kernels.
+_BLOCK = 64
+
+
+@register_jitable
+def _short_block(x, target, first, last, ignore_index, smoothing, columns, shift, total):
+    """The rows ``[first, last)`` of short rows, the loops running across the rows so that
+    they vectorise (a row of 10 classes is too short to: 14 ns per logit row by row).
+
+    Fills ``columns`` (``(C, n)``, the block transposed, float64), ``shift`` (each row's
+    :func:`_shift`) and ``total`` (``sum_j exp(x_j - shift)``); the same values as the row
+    kernels, up to the order of the float64 sum over the classes."""
+    n, classes = last - first, x.shape[1]
+    for i in range(n):
+        for j in range(classes):
+            columns[j, i] = x[first + i, j]
+    for i in range(n):
+        shift[i] = columns[0, i]
+    for j in range(1, classes):
+        for i in range(n):
+            v = columns[j, i]
+            shift[i] = v if v > shift[i] else shift[i]
+    for i in range(n):
+        m = shift[i]
+        shift[i] = math.nan if m == math.inf else (m if math.isfinite(m) else 0.0)
+        total[i] = 0.0
+    for j in range(classes):
+        for i in range(n):
+            total[i] += simd_math.exp(columns[j, i] - shift[i])
+
+
+@register_jitable
+def _short_losses(x, target, first, last, ignore_index, smoothing, out, scratch):
+    columns, shift, total = scratch[0], scratch[1], scratch[2]
+    _short_block(x, target, first, last, ignore_index, smoothing, columns, shift, total)
+    n, classes = last - first, x.shape[1]
+    share = smoothing / classes
+    hot = scratch[3]  # the class as a float (see _short_grads)
+    for i in range(n):
+        total[i] = simd_math.log(total[i])  # the log-sum-exp of the shifted row
+        hot[i] = target[first + i]
+    for j in range(classes):
+        for i in range(n):
+            q = share + ((1.0 - smoothing) if hot[i] == j else 0.0)
+            m, v = shift[i], columns[j, i]
+            d = m - v
+            term = q * d if d < math.inf else q * m - q * v
+            total[i] += term if q != 0.0 else 0.0
+    for i in range(n):
+        out[first + i] = 0.0 if target[first + i] == ignore_index else total[i]
+
+
+@register_jitable
+def _short_grads(x, target, g, first, last, ignore_index, smoothing, out, scratch):
+    columns, shift, total = scratch[0], scratch[1], scratch[2]
+    _short_block(x, target, first, last, ignore_index, smoothing, columns, shift, total)
+    n, classes = last - first, x.shape[1]
+    spread = smoothing / classes
+    # per row, in float64 lanes like the logits' (an int64 target beside them stops the
+    # loop over the rows from vectorising): g / sum, the class as a float, g q's two parts
+    hot, spread_g, hot_g = scratch[3], scratch[4], scratch[5]
+    for i in range(n):
+        total[i] = g[first + i] / total[i]
+        hot[i] = target[first + i]
+        spread_g[i] = spread * g[first + i]
+        hot_g[i] = (1.0 - smoothing) * g[first + i]
+    for j in range(classes):  # across the rows, in the transposed block
+        for i in range(n):
+            q_g = spread_g[i] + (hot_g[i] if hot[i] == j else 0.0)
+            columns[j, i] = simd_math.exp(columns[j, i] - shift[i]) * total[i] - q_g
+    for i in range(n):
+        keep = target[first + i] != ignore_index  # (an ignored row: 0, even from nan logits)
+        for j in range(classes):
+            out[first + i, j] = columns[j, i] if keep else 0.0
+
+
+def _short_scratch(classes):
+    rows = (
+        np.empty(_BLOCK),
+        np.empty(_BLOCK),
+        np.empty(_BLOCK),
+        np.empty(_BLOCK),
+        np.empty(_BLOCK),
+    )
+    return (np.empty((classes, _BLOCK)), *rows)
+
+
+def _short_loss_loop(x, target, ignore_index, smoothing, out):
+    scratch = _short_scratch(x.shape[1])
+    for first in range(0, x.shape[0], _BLOCK):
+        last = min(first + _BLOCK, x.shape[0])
+        _short_losses(x, target, first, last, ignore_index, smoothing, out, scratch)
+
+
+def _short_loss_loop_parallel(x, target, ignore_index, smoothing, out):
+    for block in numba.prange((x.shape[0] + _BLOCK - 1) // _BLOCK):
+        first = block * _BLOCK
+        last = min(first + _BLOCK, x.shape[0])
+        scratch = _short_scratch(x.shape[1])
+        _short_losses(x, target, first, last, ignore_index, smoothing, out, scratch)
+
+
+def _short_grad_loop(x, target, g, ignore_index, smoothing, out):
+    scratch = _short_scratch(x.shape[1])
+    for first in range(0, x.shape[0], _BLOCK):
+        last = min(first + _BLOCK, x.shape[0])
+        _short_grads(x, target, g, first, last, ignore_index, smoothing, out, scratch)
+
+
+def _short_grad_loop_parallel(x, target, g, ignore_index, smoothing, out):
+    for block in numba.prange((x.shape[0] + _BLOCK - 1) // _BLOCK):
+        first = block * _BLOCK
+        last = min(first + _BLOCK, x.shape[0])
+        scratch = _short_scratch(x.shape[1])
+        _short_grads(x, target, g, first, last, ignore_index, smoothing, out, scratch)
+
+
+_short_scratch = register_jitable(_short_scratch)
+_SHORT_LOSS = (
+    njit(**_JIT)(_short_loss_loop),
+    njit(parallel=True, **_JIT)(_short_loss_loop_parallel),
+)
+_SHORT_GRAD = (
+    njit(**_JIT)(_short_grad_loop),
+    njit(parallel=True, **_JIT)(_short_grad_loop_parallel),
+)
 _LOSS = (njit(**_JIT)(_loss_loop), njit(parallel=True, **_JIT)(_loss_loop_parallel))
 _GRAD = (njit(**_JIT)(_grad_loop), njit(parallel=True, **_JIT)(_grad_loop_parallel))
 
@@ -144,7 +272,8 @@ def cross_entropy_rows(
 ) -> np.ndarray:
     """The loss of each row of the C-contiguous ``(rows, C)`` logits ``x`` into ``out``
     (``(rows,)``, of ``x``'s dtype); ``target`` holds ``rows`` checked class indices."""
-    loop = _LOSS[x.size >= PARALLEL_THRESHOLD_LOSS and x.shape[0] > 1]
+    loops = _SHORT_LOSS if x.shape[1] <= SHORT_ROW else _LOSS
+    loop = loops[x.size >= PARALLEL_THRESHOLD_LOSS and x.shape[0] > 1]
     loop(x, target, np.int64(ignore_index), np.float64(smoothing), out)
     return out
 
@@ -159,6 +288,7 @@ def cross_entropy_backward_rows(
 ) -> np.ndarray:
     """``g[r] (softmax(x[r]) - q[r])`` for each row into ``out`` (``x``'s shape and dtype);
     ``g`` holds one float64 gradient per row."""
-    loop = _GRAD[x.size >= PARALLEL_THRESHOLD_LOSS and x.shape[0] > 1]
+    loops = _SHORT_GRAD if x.shape[1] <= SHORT_ROW else _GRAD
+    loop = loops[x.size >= PARALLEL_THRESHOLD_LOSS and x.shape[0] > 1]
     loop(x, target, g, np.int64(ignore_index), np.float64(smoothing), out)
     return out

@@ -97,8 +97,9 @@ class CrossEntropyBackward(Op):
 
     A row whose target is ``ignore_index`` has loss and gradient 0. ``reduction="mean"``
     divides the sum by the number of rows not ignored (NaN when every row is), ``"sum"``
-    adds them, ``"none"`` keeps one loss per row; the incoming gradient of each row is
-    scaled accordingly. The target gets no gradient.
+    adds them (in the backend: in float64 on the CPU, rounded once), ``"none"`` keeps one
+    loss per row; the incoming gradient of each row is scaled accordingly. The target gets
+    no gradient.
     """
 
     schema_v1 = OpSchema(
@@ -161,34 +162,35 @@ class CrossEntropyBackward(Op):
         count = checked_target_count("cross_entropy", be, target, x_shape, ignore_index)
         rows = _to_rows(be, x, x_shape)
         flat = be.reshape(target, (be.shape(rows)[0],))
-        losses = be.cross_entropy(rows, flat, ignore_index, label_smoothing, dtype)
-        if reduction == "none":
-            return be.reshape(losses, shape)
-        total = be.sum(losses, (0,), False, dtype)
-        return total if reduction == "sum" else be.div(total, float(count), (), dtype)
+        divisor = {"none": None, "sum": 1.0, "mean": float(count)}[reduction]
+        losses = be.cross_entropy(rows, flat, ignore_index, label_smoothing, divisor, dtype)
+        return be.reshape(losses, shape) if reduction == "none" else losses
 
-    def _row_gradients(self, g: Any, rows: int) -> Any:
-        """The incoming gradient of each row: ``g`` itself, or its share of a reduction."""
-        be = self.backend
+    def _divisor(self) -> float | None:
+        """What the gradient of the reduced loss is divided by for each row (None: "none",
+        one gradient per row)."""
         if self.reduction == "none":
-            return be.reshape(g, (rows,))
+            return None
         if self.reduction == "sum":
-            return g
+            return 1.0
         target, shape = self.saved["target"], self.input_shapes[0]
-        count = checked_target_count("cross_entropy", be, target, shape, self.ignore_index)
-        return be.div(g, float(count), (), self.dtype)
+        return float(
+            checked_target_count("cross_entropy", self.backend, target, shape, self.ignore_index)
+        )
 
     def grad_formula(self, g: Any) -> tuple[Any, None]:
         be, x_shape = self.backend, self.input_shapes[0]
         rows = _to_rows(be, self.saved["input"], x_shape)
         count = be.shape(rows)[0]
         flat = be.reshape(self.saved["target"], (count,))
+        divisor = self._divisor()
         grad = be.cross_entropy_backward(
             rows,
             flat,
-            self._row_gradients(g, count),
+            be.reshape(g, (count,)) if divisor is None else g,
             self.ignore_index,
             self.label_smoothing,
+            divisor,
             self.dtype,
         )
         return _from_rows(be, grad, x_shape), None

@@ -265,10 +265,26 @@ class MLXReduction:
         )
 
     def cross_entropy(
-        self, x: Any, target: Any, ignore_index: int, label_smoothing: float, dtype: DType
+        self,
+        x: Any,
+        target: Any,
+        ignore_index: int,
+        label_smoothing: float,
+        divisor: float | None,
+        dtype: DType,
     ) -> Any:
         """``(1 - e)(lse - x_t) + e (lse - mean x)`` per row, on the shifted logits, 0 on
-        ignored rows (the formulas of :mod:`pylucid.kernels.losses`)."""
+        ignored rows (the formulas of :mod:`pylucid.kernels.losses`); their sum over
+        ``divisor`` where it is given."""
+        losses = self._cross_entropy_rows(x, target, ignore_index, label_smoothing, dtype)
+        if divisor is None:
+            return losses
+        mx, s = self.mx, self._stream(dtype)
+        return mx.divide(mx.sum(losses, stream=s), divisor, stream=s)
+
+    def _cross_entropy_rows(
+        self, x: Any, target: Any, ignore_index: int, label_smoothing: float, dtype: DType
+    ) -> Any:
         mx, s = self.mx, self._stream(dtype)
         x = self.cast(x, dtype)
         rows, classes = x.shape
@@ -291,9 +307,11 @@ class MLXReduction:
         g: Any,
         ignore_index: int,
         label_smoothing: float,
+        divisor: float | None,
         dtype: DType,
     ) -> Any:
-        """``g_r (exp(x - lse) - q)``, ``q = (1 - e) onehot(t) + e / C``, 0 on ignored rows."""
+        """``g_r (exp(x - lse) - q)``, ``q = (1 - e) onehot(t) + e / C``, 0 on ignored rows;
+        ``g_r = g / divisor`` where ``divisor`` is given."""
         mx, s = self.mx, self._stream(dtype)
         x = self.cast(x, dtype)
         rows, classes = x.shape
@@ -303,7 +321,10 @@ class MLXReduction:
         q = self._smoothed_targets(target, classes, label_smoothing, x.dtype, dtype)
         _, shifted, lse = self._shifted_rows(x, dtype)
         p = self._exp(mx.subtract(shifted, lse, stream=s), dtype)
-        per_row = mx.broadcast_to(self.cast(g, dtype), (rows,), stream=s)[:, None]
+        g = self.cast(g, dtype)
+        if divisor is not None:
+            g = mx.divide(g, divisor, stream=s)
+        per_row = mx.broadcast_to(g, (rows,), stream=s)[:, None]
         out = mx.multiply(per_row, mx.subtract(p, q, stream=s), stream=s)
         return mx.where(keep, out, mx.zeros_like(out, stream=s), stream=s)
 

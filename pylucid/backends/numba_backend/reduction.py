@@ -233,12 +233,18 @@ class NumbaReduction:
         target: np.ndarray,
         ignore_index: int,
         label_smoothing: float,
+        divisor: float | None,
         dtype: DType,
     ) -> np.ndarray:
         rows = np.ascontiguousarray(x, dtype.numpy)
-        out = memory.empty((rows.shape[0],), dtype.numpy)
         targets = np.ascontiguousarray(target, np.int64)
-        return losses.cross_entropy_rows(rows, targets, ignore_index, label_smoothing, out)
+        if divisor is None:
+            out = memory.empty((rows.shape[0],), dtype.numpy)
+            return losses.cross_entropy_rows(rows, targets, ignore_index, label_smoothing, out)
+        per_row = np.empty(rows.shape[0])  # float64: the sum is rounded once, at the end
+        losses.cross_entropy_rows(rows, targets, ignore_index, label_smoothing, per_row)
+        with np.errstate(invalid="ignore", divide="ignore"):  # mean of no rows: nan
+            return np.asarray(np.add.reduce(per_row) / np.float64(divisor), dtype.numpy)
 
     def cross_entropy_backward(
         self,
@@ -247,10 +253,15 @@ class NumbaReduction:
         g: np.ndarray,
         ignore_index: int,
         label_smoothing: float,
+        divisor: float | None,
         dtype: DType,
     ) -> np.ndarray:
         rows = np.ascontiguousarray(x, dtype.numpy)
-        per_row = np.ascontiguousarray(np.broadcast_to(g, (rows.shape[0],)), np.float64)
+        if divisor is None:
+            per_row = np.ascontiguousarray(g, np.float64)
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                per_row = np.full(rows.shape[0], np.float64(g) / np.float64(divisor))
         targets = np.ascontiguousarray(target, np.int64)
         out = memory.empty(rows.shape, dtype.numpy)
         return losses.cross_entropy_backward_rows(
