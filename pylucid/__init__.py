@@ -53,6 +53,7 @@ from pylucid.ops.rounding import *  # noqa: F403
 from pylucid.ops.selection import *  # noqa: F403
 from pylucid.ops.shape import *  # noqa: F403
 from pylucid.ops.softmax_family import *  # noqa: F403
+from pylucid.ops.sorting import *  # noqa: F403
 from pylucid.ops.unary import *  # noqa: F403
 from pylucid.tensor import Tensor
 

@@ -358,6 +358,10 @@ class Backend(Protocol):
     def log_softmax_backward(self, y: Storage, g: Storage, axes: Axes, dtype: DType) -> Storage:
         """Fused ``g - exp(y) sum(g)``."""
 
+    def argsort(self, a: Storage, axis: int, descending: bool, dtype: DType) -> Storage:
+        """The int64 indices that order ``a`` along ``axis``: stable, NaN above every number
+        (:func:`pylucid.backends.ordering.stable_argsort`)."""
+
     # -- losses -----------------------------------------------------------------------------
     def check_targets(self, target: Storage, classes: int, ignore_index: int) -> tuple[int, int]:
         """For a 1-d integer ``target``: (how many are not ``ignore_index``, the position

@@ -80,6 +80,16 @@ RECORDS: tuple[OpInfo, ...] = (
         torch=torch_op("argmax", dim=1),
     ),
     OpInfo(
+        "argsort",
+        lambda x: pl.argsort(x, dim=1, descending=True),
+        lambda x: np.argsort(-x, axis=1, kind="stable"),  # (no NaN, no ties: distinct draws)
+        (uniform(-5, 5),),
+        _SHAPES,
+        rtol=0,
+        atol=0,
+        torch=torch_op("argsort", dim=1, descending=True, stable=True),
+    ),
+    OpInfo(
         "argmin",
         lambda x: pl.argmin(x),
         lambda x: np.argmin(x),

@@ -31,6 +31,7 @@ from pylucid.ops import (
     selection,
     shape,
     softmax_family,
+    sorting,
     unary,
 )
 from pylucid.ops.activations import *  # noqa: F403
@@ -51,6 +52,7 @@ from pylucid.ops.schema import AmpPolicy, OpSchema, get_op, get_schema, list_ops
 from pylucid.ops.selection import *  # noqa: F403
 from pylucid.ops.shape import *  # noqa: F403
 from pylucid.ops.softmax_family import *  # noqa: F403
+from pylucid.ops.sorting import *  # noqa: F403
 from pylucid.ops.unary import *  # noqa: F403
 from pylucid.ops.wrapping import install_tensor_methods
 
@@ -74,6 +76,7 @@ FAMILIES = (
     conversion,
     logical,
     selection,
+    sorting,
 )
 
 __all__ = [

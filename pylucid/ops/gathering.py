@@ -1,12 +1,17 @@
-"""Gathering elements by integer indices: index_select and gather (also used by
-:func:`pylucid.nn.functional.embedding`).
+"""Gathering and scattering elements by integer indices: index_select, gather, scatter and
+scatter_add (index_select is also used by :func:`pylucid.nn.functional.embedding`).
 
-Public: index_select, gather (functions and Tensor methods, PyTorch's arguments).
+Public: index_select, gather, scatter, scatter_add (functions and Tensor methods,
+PyTorch's arguments).
 
-Both are compositions of advanced indexing (:func:`pylucid.getitem`), whose gradient
-scatters ``g`` back and adds up repeated indices. As in PyTorch, and unlike NumPy's
-indexing, an index must lie in ``[0, size)``: a negative index is an error, not a count
-from the end. The indices are checked before anything is computed.
+All are compositions of indexing ops, so their gradients (of any order) are those ops':
+gather is advanced indexing (:func:`pylucid.getitem`), whose gradient scatters ``g`` back
+and adds up repeated indices; scatter_add adds ``src`` into a copy with the index-add op
+(the adjoint of gathering), so ``src`` gets ``g`` gathered back; scatter assigns with
+:func:`pylucid.setitem` (where an index repeats a position, the last write in row-major
+order of the index is kept: PyTorch leaves that order unspecified). As in PyTorch, and
+unlike NumPy's indexing, an index must lie in ``[0, size)``: a negative index is an error,
+not a count from the end. The indices are checked before anything is computed.
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from pylucid.dtypes import int32, int64
+from pylucid.ops.indexing import IndexAddBackward, plan_index, setitem
 from pylucid.ops.wrapping import require_tensor, tensor_method
 from pylucid.tensor import Tensor
 
-__all__ = ["checked_indices", "gather", "index_select"]
+__all__ = ["checked_indices", "gather", "index_select", "scatter", "scatter_add"]
 
 
 def checked_indices(op: str, index: Tensor, size: int, what: str) -> np.ndarray:
@@ -88,3 +94,78 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     mesh = list(np.indices(index.shape, sparse=True))
     mesh[axis] = positions
     return x[tuple(mesh)]
+
+
+def _scatter_mesh(
+    op: str, x: Tensor, dim: int, index: Tensor, src: Tensor | None
+) -> tuple[tuple[np.ndarray, ...], int]:
+    """The positions of ``x`` that ``index`` writes along ``dim`` (an open mesh), checked
+    as PyTorch does; and the axis."""
+    require_tensor(op, "x", x)
+    axis = _dim(op, x, dim)
+    require_tensor(op, "index", index)
+    if index.ndim != x.ndim or (src is not None and src.ndim != x.ndim):
+        src_shape = "" if src is None else f", src of shape {src.shape}"
+        raise ValueError(
+            f"{op}: index{'' if src is None else ' and src'} must have as many dimensions as "
+            f"x ({x.ndim}), got index of shape {index.shape}{src_shape}"
+        )
+    for d, n in enumerate(index.shape):
+        if (d != axis and n > x.shape[d]) or (src is not None and n > src.shape[d]):
+            raise ValueError(
+                f"{op}: index of shape {index.shape} is larger than x of shape {x.shape} "
+                f"(but along dim {axis})"
+                + ("" if src is None else f" or src of shape {src.shape}")
+                + f" in dimension {d}"
+            )
+    size = x.shape[axis] if x.ndim else 1
+    positions = checked_indices(op, index, size, f"dim {axis}")
+    mesh = list(np.indices(index.shape, sparse=True))
+    if x.ndim:
+        mesh[axis] = positions
+    return tuple(mesh), axis
+
+
+def _leading(src: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """The leading ``shape`` block of ``src`` (PyTorch reads only that much of it)."""
+    if src.shape == shape:
+        return src
+    return src[tuple(slice(0, n) for n in shape)]
+
+
+@tensor_method
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """A copy of ``x`` with ``src[i][j][k]`` added at ``[i][index[i][j][k]][k]`` for
+    ``dim = 1`` (likewise for any dim); repeated positions add up. ``index`` and ``src``
+    have ``x``'s number of dimensions, ``index`` no larger than ``src``, nor than ``x`` but
+    along ``dim``; ``src`` has ``x``'s dtype."""
+    require_tensor("scatter_add", "src", src)
+    mesh, _ = _scatter_mesh("scatter_add", x, dim, index, src)
+    if src.dtype is not x.dtype:
+        raise TypeError(
+            f"scatter_add: x is {x.dtype.name} but src is {src.dtype.name}; expected one "
+            f"dtype (convert one with .to())"
+        )
+    if x.ndim == 0:
+        return x + _leading(src, index.shape)
+    plan = plan_index("scatter_add", mesh, x.shape)
+    return x + IndexAddBackward.apply(_leading(src, index.shape), plan=plan)
+
+
+@tensor_method
+def scatter(
+    x: Tensor, dim: int, index: Tensor, src: Tensor | None = None, value: float | None = None
+) -> Tensor:
+    """A copy of ``x`` with ``src[i][j][k]`` (or the number ``value``) written at
+    ``[i][index[i][j][k]][k]`` for ``dim = 1`` (likewise for any dim); shapes as for
+    :func:`scatter_add`. Where ``index`` repeats a position the last write (row-major)
+    is kept."""
+    if (src is None) == (value is None):
+        raise TypeError("scatter: give exactly one of src (a tensor) and value (a number)")
+    if src is not None:
+        require_tensor("scatter", "src", src)
+    mesh, _ = _scatter_mesh("scatter", x, dim, index, src)
+    written = value if src is None else _leading(src, index.shape)
+    if x.ndim == 0:
+        return setitem(x.reshape((1,)), mesh, written).reshape(())
+    return setitem(x, mesh, written)

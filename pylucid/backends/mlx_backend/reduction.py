@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from pylucid.backends.base import Axes, Shape
+from pylucid.backends.ordering import stable_argsort
 from pylucid.dtypes import DType, float64
 
 
@@ -263,6 +264,11 @@ class MLXReduction:
             label_smoothing / classes,
             stream=s,
         )
+
+    def argsort(self, a: Any, axis: int, descending: bool, dtype: DType) -> Any:
+        """On the host (:mod:`pylucid.backends.ordering`): MLX's sort is not said to be stable."""
+        order = stable_argsort(self.to_numpy(a), axis, descending)
+        return self.mx.array(order, dtype=self.mx.int64)
 
     def cross_entropy(
         self,

@@ -17,6 +17,7 @@ import numpy as np
 
 from pylucid import memory
 from pylucid.backends.base import Axes, Shape
+from pylucid.backends.ordering import stable_argsort
 from pylucid.dtypes import DType
 from pylucid.kernels import losses
 from pylucid.kernels import reduction as kernels
@@ -222,6 +223,9 @@ class NumbaReduction:
         out = rows_kernel(*args, out=memory.empty(args[0].shape, args[0].dtype))
         return _unrows(out, shape, axes)
 
+
+    def argsort(self, a: np.ndarray, axis: int, descending: bool, dtype: DType) -> np.ndarray:
+        return stable_argsort(np.asarray(a), axis, descending)
 
     # -- losses -----------------------------------------------------------------------------
     def check_targets(self, target: np.ndarray, classes: int, ignore_index: int) -> tuple[int, int]:
