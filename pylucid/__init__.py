@@ -50,6 +50,7 @@ from pylucid.ops.linalg import *  # noqa: F403
 from pylucid.ops.logical import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.rounding import *  # noqa: F403
+from pylucid.ops.scan import *  # noqa: F403
 from pylucid.ops.selection import *  # noqa: F403
 from pylucid.ops.shape import *  # noqa: F403
 from pylucid.ops.softmax_family import *  # noqa: F403

@@ -700,7 +700,39 @@ def _mlx_meets_padding(o: Outcome) -> np.ndarray:
     return np.full(o.torch_value.shape, native) & np.isnan(o.torch_value)
 
 
+def _cumprod_grad_horner(o: Outcome) -> np.ndarray:
+    """The record's cumprod gradient (along the last axis), ``sum_{k >= i} g_k prod_{j <= k,
+    j != i} x_j``, in its Horner form ``P_i S_i`` (``P_i = prod_{j < i} x_j``, ``S_i = g_i +
+    x_{i+1} S_{i+1}``), in x87 extended precision, rounded to the dtype."""
+    (x,) = (a.astype(np.longdouble) for a in o.case.arrays)
+    g = _upstream(x.shape, o.case.ones).astype(np.longdouble)
+    n = x.shape[-1]
+    out = np.empty(x.shape, np.longdouble)
+    with np.errstate(all="ignore"):
+        suffix = np.zeros(x.shape[:-1], np.longdouble)
+        for i in range(n - 1, -1, -1):
+            suffix = g[..., i] + (x[..., i + 1] * suffix if i + 1 < n else 0)
+            out[..., i] = suffix
+        prefix = np.ones(x.shape[:-1], np.longdouble)
+        for i in range(n):
+            out[..., i] *= prefix
+            prefix = prefix * x[..., i]
+        return out.astype(o.dtype.numpy)
+
+
 DEVIATIONS: dict[str, list[Deviation]] = {
+    "cumprod": [
+        Deviation(
+            0,
+            _everywhere,
+            _cumprod_grad_horner,
+            "the expected values are the gradient's definition in Horner form (a prefix "
+            "product times a suffix recurrence, no division), as pylucid computes it, in "
+            "extended precision: x_i's own value does not enter its gradient, and where the "
+            "polynomial in x_{i+1} is infinite it gives its limit; PyTorch's sum g_k y_k / x_i "
+            "gives nan for an infinite or nan x_i and loses the products that underflow",
+        )
+    ],
     "conv2d": [
         Deviation(
             "forward",

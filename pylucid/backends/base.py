@@ -358,6 +358,15 @@ class Backend(Protocol):
     def log_softmax_backward(self, y: Storage, g: Storage, axes: Axes, dtype: DType) -> Storage:
         """Fused ``g - exp(y) sum(g)``."""
 
+    def cumsum(self, a: Storage, axis: int, dtype: DType) -> Storage:
+        """The cumulative sum along ``axis`` (float32 accumulated in float64 on the CPU)."""
+
+    def cumprod(self, a: Storage, axis: int, dtype: DType) -> Storage:
+        """The cumulative product along ``axis``."""
+
+    def cumprod_backward(self, x: Storage, g: Storage, axis: int, dtype: DType) -> Storage:
+        """The gradient of :meth:`cumprod` from ``g``, exact where ``x`` holds zeros."""
+
     def argsort(self, a: Storage, axis: int, descending: bool, dtype: DType) -> Storage:
         """The int64 indices that order ``a`` along ``axis``: stable, NaN above every number
         (:func:`pylucid.backends.ordering.stable_argsort`)."""

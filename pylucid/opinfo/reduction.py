@@ -80,6 +80,26 @@ RECORDS: tuple[OpInfo, ...] = (
         torch=torch_op("argmax", dim=1),
     ),
     OpInfo(
+        "cumsum",
+        lambda x: pl.cumsum(x, 1),
+        lambda x: np.cumsum(x, axis=1),
+        (uniform(-2, 2),),
+        _SHAPES,
+        rtol=1e-6,
+        atol=1e-6,
+        torch=torch_op("cumsum", dim=1),
+    ),
+    OpInfo(
+        "cumprod",
+        lambda x: pl.cumprod(x, -1),
+        lambda x: np.cumprod(x, axis=-1),
+        (uniform(0.5, 1.5),),
+        _SHAPES,
+        rtol=1e-6,
+        atol=1e-6,
+        torch=torch_op("cumprod", dim=-1),
+    ),
+    OpInfo(
         "argsort",
         lambda x: pl.argsort(x, dim=1, descending=True),
         lambda x: np.argsort(-x, axis=1, kind="stable"),  # (no NaN, no ties: distinct draws)

@@ -28,6 +28,7 @@ from pylucid.ops import (
     pooling,  # noqa: F401  (registers the pools; their wrappers are pylucid.nn.functional's)
     reduce,
     rounding,
+    scan,
     selection,
     shape,
     softmax_family,
@@ -48,6 +49,7 @@ from pylucid.ops.linalg import *  # noqa: F403
 from pylucid.ops.logical import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.rounding import *  # noqa: F403
+from pylucid.ops.scan import *  # noqa: F403
 from pylucid.ops.schema import AmpPolicy, OpSchema, get_op, get_schema, list_ops
 from pylucid.ops.selection import *  # noqa: F403
 from pylucid.ops.shape import *  # noqa: F403
@@ -67,6 +69,7 @@ FAMILIES = (
     comparison,
     reduce,
     rounding,
+    scan,
     softmax_family,
     linalg,
     shape,

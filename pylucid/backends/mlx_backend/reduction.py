@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from pylucid.backends.base import Axes, Shape
 from pylucid.backends.ordering import stable_argsort
 from pylucid.dtypes import DType, float64
+from pylucid.kernels import scan
 
 
 class MLXReduction:
@@ -264,6 +267,24 @@ class MLXReduction:
             label_smoothing / classes,
             stream=s,
         )
+
+    def cumsum(self, a: Any, axis: int, dtype: DType) -> Any:
+        """``mx.cumsum``, plus 0 for floats: a sum starts from +0, so a leading -0 is +0."""
+        mx, s = self.mx, self._stream(dtype)
+        out = mx.cumsum(self.cast(a, dtype), axis=axis, stream=s)
+        return mx.add(out, 0.0, stream=s) if dtype.is_floating_point else out
+
+    def cumprod(self, a: Any, axis: int, dtype: DType) -> Any:
+        return self.mx.cumprod(self.cast(a, dtype), axis=axis, stream=self._stream(dtype))
+
+    def cumprod_backward(self, x: Any, g: Any, axis: int, dtype: DType) -> Any:
+        """On the host, with the numba backend's kernel (:mod:`pylucid.kernels.scan`): the
+        division-free gradient is two sequential recurrences per row."""
+        wide = dtype.numpy if dtype.name in ("float32", "float64") else np.float32
+        host = scan.cumprod_backward(
+            self.to_numpy(x).astype(wide), self.to_numpy(g).astype(wide), axis
+        )
+        return self.from_numpy(host, dtype)
 
     def argsort(self, a: Any, axis: int, descending: bool, dtype: DType) -> Any:
         """On the host (:mod:`pylucid.backends.ordering`): MLX's sort is not said to be stable."""

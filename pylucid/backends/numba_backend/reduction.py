@@ -19,7 +19,7 @@ from pylucid import memory
 from pylucid.backends.base import Axes, Shape
 from pylucid.backends.ordering import stable_argsort
 from pylucid.dtypes import DType
-from pylucid.kernels import losses
+from pylucid.kernels import losses, scan
 from pylucid.kernels import reduction as kernels
 
 _SOFTMAX = kernels.row_map(kernels.softmax_row)
@@ -224,6 +224,15 @@ class NumbaReduction:
         return _unrows(out, shape, axes)
 
 
+    def cumsum(self, a: np.ndarray, axis: int, dtype: DType) -> np.ndarray:
+        return _scanned(scan.cumsum, np.cumsum, a, axis, dtype)
+
+    def cumprod(self, a: np.ndarray, axis: int, dtype: DType) -> np.ndarray:
+        return _scanned(scan.cumprod, np.cumprod, a, axis, dtype)
+
+    def cumprod_backward(self, x: np.ndarray, g: np.ndarray, axis: int, dtype: DType) -> np.ndarray:
+        return scan.cumprod_backward(np.asarray(x, dtype.numpy), np.asarray(g, dtype.numpy), axis)
+
     def argsort(self, a: np.ndarray, axis: int, descending: bool, dtype: DType) -> np.ndarray:
         return stable_argsort(np.asarray(a), axis, descending)
 
@@ -271,6 +280,16 @@ class NumbaReduction:
         return losses.cross_entropy_backward_rows(
             rows, targets, per_row, ignore_index, label_smoothing, out
         )
+
+def _scanned(kernel, exact, a: np.ndarray, axis: int, dtype: DType) -> np.ndarray:  # noqa: ANN001
+    """A scan along ``axis``: the float64-accumulating kernel for floating dtypes, NumPy's
+    exact integer scan (wrapping on overflow, as PyTorch's) for the others."""
+    if not dtype.is_floating_point:
+        return exact(np.asarray(a, dtype.numpy).reshape(a.shape or (1,)), axis=axis).reshape(
+            a.shape
+        )
+    return kernel(np.asarray(a, dtype.numpy), axis)
+
 
 def _reduced_shape(shape: Shape, axes: Axes, keepdims: bool) -> Shape:
     if keepdims:
