@@ -311,7 +311,7 @@ def run_torch(case: Case, info: OpInfo, dtype: pl.DType):
     inputs = [torch.tensor(a, dtype=torch_dtype, requires_grad=True) for a in case.arrays]
     outputs = _as_list(info.torch(*inputs))
     differentiable = [o for o in outputs if o.requires_grad]
-    if differentiable:
+    if differentiable and pl.ops.get_schema(info.name).differentiable:  # (floor_divide: no)
         seeds = [
             torch.tensor(_upstream(tuple(o.shape), case.ones), dtype=o.dtype)
             for o in differentiable
@@ -720,7 +720,33 @@ def _cumprod_grad_horner(o: Outcome) -> np.ndarray:
         return out.astype(o.dtype.numpy)
 
 
+def _remainder_overflows(o: Outcome) -> np.ndarray:
+    """Where PyTorch's remainder is nan for finite a and non-zero b: its vectorised
+    ``a - b floor(a / b)`` overflows with ``a / b``."""
+    a, b = np.broadcast_arrays(*o.case.arrays)
+    return np.isnan(o.torch_value) & np.isfinite(a) & np.isfinite(b) & (b != 0)
+
+
+def _exact_remainder(o: Outcome) -> np.ndarray:
+    """``fmod(a, b)``, plus ``b`` where non-zero and of the other sign: exact."""
+    a, b = np.broadcast_arrays(*o.case.arrays)
+    with np.errstate(all="ignore"):
+        m = np.fmod(a, b)
+        return np.where((m != 0) & ((b < 0) != (m < 0)), m + b, m).astype(o.dtype.numpy)
+
+
 DEVIATIONS: dict[str, list[Deviation]] = {
+    "remainder": [
+        Deviation(
+            "forward",
+            _remainder_overflows,
+            _exact_remainder,
+            _MORE_ACCURATE.format(
+                "a - b floor(a / b) gives nan once a / b overflows (a tiny divisor); the "
+                "remainder itself is exact (fmod)"
+            ),
+        )
+    ],
     "cumprod": [
         Deviation(
             0,

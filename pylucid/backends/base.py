@@ -255,6 +255,25 @@ class Backend(Protocol):
     ) -> Storage:
         """Fused ``-g a / (a^2 + b^2)``."""
 
+    def remainder(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """PyTorch's remainder (the divisor's sign; a zero result keeps ``a``'s sign)."""
+
+    def remainder_backward_b(
+        self, a: Storage, b: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """``-floor_divide(a, b) g``."""
+
+    def floor_divide(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """``a // b`` as Python's (rounded towards -inf, exact: ``1 // 0.1`` is 9)."""
+
+    def hypot(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
+        """``sqrt(a^2 + b^2)`` without overflow; inf where either is infinite."""
+
+    def hypot_backward(
+        self, x: Storage, result: Storage, g: Storage, shape: Shape, dtype: DType
+    ) -> Storage:
+        """``g x / result`` (for either input ``x``)."""
+
     def maximum(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
         """Elementwise maximum, NaN-propagating."""
 

@@ -101,6 +101,62 @@ def logaddexp_grad(a, b, g):
     return g / (1.0 + simd_math.exp(b - a))
 
 
+# -- remainder, floor_divide, hypot ------------------------------------------------------------
+@register_jitable
+def remainder(a, b):
+    """PyTorch's remainder, with the divisor's sign: ``m = fmod(a, b)``, plus ``b`` where
+    ``m`` is non-zero and of the other sign (a zero keeps ``a``'s sign, as ``fmod``'s)."""
+    m = np.fmod(a, b)
+    return m + b if m != 0 and (b < 0) != (m < 0) else m
+
+
+@register_jitable
+def remainder_grad_b(a, b, g):
+    """dL/db of ``remainder(a, b) = a - floor_divide(a, b) b``: ``-floor_divide(a, b) g``
+    (dL/da is ``g``)."""
+    return -floor_divide(a, b) * g
+
+
+@register_jitable
+def floor_divide(a, b):
+    """``a / b`` rounded towards -inf, as Python's and PyTorch's ``//`` (``1 // 0.1`` is 9:
+    from ``fmod``, not from the rounded quotient); ``a / b`` where ``b`` is 0."""
+    if b == 0:
+        return a / b
+    m = np.fmod(a, b)
+    quotient = (a - m) / b
+    if m != 0 and (b < 0) != (m < 0):
+        quotient -= 1.0
+    if quotient == 0:
+        return math.copysign(0.0, a / b)
+    floored = np.floor(quotient)  # (math.floor would return an int: nan would not survive)
+    return floored + 1.0 if quotient - floored > 0.5 else floored
+
+
+@register_jitable
+def integer_remainder(a, b):
+    """Integers: Python's ``%`` (the divisor was checked for zeros)."""
+    return a % b
+
+
+@register_jitable
+def integer_floor_divide(a, b):
+    """Integers: Python's ``//`` (the divisor was checked for zeros)."""
+    return a // b
+
+
+@register_jitable
+def hypot(a, b):
+    """y = sqrt(a^2 + b^2) without overflow or underflow (C's hypot); inf beats nan."""
+    return math.hypot(a, b)
+
+
+@register_jitable
+def hypot_grad(a, y, g):
+    """dL/da = g a / y (PyTorch's: nan at a = b = 0); dL/db the same with b."""
+    return g * (a / y)
+
+
 # -- atan2 -------------------------------------------------------------------------------------
 @register_jitable
 def atan2(a, b):

@@ -1,5 +1,5 @@
-"""Op records of the binary family: pow, atan2, logaddexp, maximum, minimum, where and the
-comparisons.
+"""Op records of the binary family: pow, atan2, logaddexp, remainder, floor_divide, hypot,
+maximum, minimum, where and the comparisons.
 
 Samplers keep the gradients smooth where the records are gradchecked: pow's base is
 positive (the exponent's gradient is ``ln a``), atan2 stays off the ``a = 0`` branch cut and
@@ -78,6 +78,34 @@ RECORDS: tuple[OpInfo, ...] = (
         (uniform(-5, 5), uniform(-5, 5)),
         _SHAPES,
         torch=torch_op("logaddexp"),
+    ),
+    OpInfo(
+        "remainder",
+        pl.remainder,
+        np.remainder,  # (NumPy's is Python's: the divisor's sign, as PyTorch's)
+        (uniform(-5, 5), away_from_zero(0.5, 3)),
+        _SHAPES,
+        # the remainder jumps where a / b crosses an integer: a smaller step stays clear of it
+        gradcheck_kwargs={"eps": 1e-7},
+        torch=torch_op("remainder"),
+    ),
+    OpInfo(
+        "floor_divide",
+        pl.floor_divide,
+        np.floor_divide,
+        (uniform(-5, 5), away_from_zero(0.5, 3)),
+        _SHAPES,
+        rtol=0,
+        atol=0,
+        torch=torch_op("floor_divide"),
+    ),
+    OpInfo(
+        "hypot",
+        pl.hypot,
+        np.hypot,
+        (away_from_zero(0.5, 5), uniform(-5, 5)),
+        _SHAPES,
+        torch=torch_op("hypot"),
     ),
     OpInfo(
         "maximum",

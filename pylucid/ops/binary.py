@@ -1,6 +1,8 @@
-"""Binary elementwise math with NumPy broadcasting: pow, atan2, maximum, minimum, and where.
+"""Binary elementwise math with NumPy broadcasting: pow, atan2, logaddexp, remainder,
+floor_divide, hypot, maximum, minimum, and where.
 
-Public: pow (and ``number ** tensor``), atan2, maximum, minimum, where.
+Public: pow (and ``number ** tensor``), atan2, logaddexp, remainder (and ``%``),
+floor_divide (and ``//``), hypot, maximum, minimum, where.
 
 Dtypes follow :mod:`pylucid.dtypes` (PyTorch's promotion; a Python number never widens a
 tensor). Gradients are returned at the output's shape; :meth:`pylucid.ops.base.Op.backward`
@@ -31,13 +33,19 @@ from pylucid.tensor import Tensor
 
 __all__ = [
     "Atan2Backward",
+    "FloorDivideBackward",
+    "HypotBackward",
     "LogaddexpBackward",
+    "RemainderBackward",
     "MaximumBackward",
     "MinimumBackward",
     "PowBackward",
     "WhereBackward",
     "atan2",
+    "floor_divide",
+    "hypot",
     "logaddexp",
+    "remainder",
     "maximum",
     "minimum",
     "pow",
@@ -244,6 +252,125 @@ class LogaddexpBackward(BinaryOp):
 def logaddexp(a: TensorLike, b: TensorLike) -> Tensor:
     """``log(e^a + e^b)`` with NumPy broadcasting; see :class:`LogaddexpBackward`."""
     return binary(LogaddexpBackward, a, b)
+
+
+def _check_integer_divisor(op: str, a: TensorLike, b: TensorLike) -> None:
+    """Refuse an integer division by zero, as PyTorch does (floats give inf and nan)."""
+    if isinstance(a, float) or isinstance(b, float):  # a float number: a float result
+        return
+    dtypes = [t.dtype for t in (a, b) if isinstance(t, Tensor)]
+    if any(dtype.is_floating_point for dtype in dtypes):
+        return
+    zero = bool((b == 0).any().item()) if isinstance(b, Tensor) else b == 0
+    if zero:
+        raise ZeroDivisionError(f"{op}: integer division by zero (the divisor holds 0)")
+
+
+class RemainderBackward(BinaryOp):
+    r"""Autograd node for :math:`y = a - \lfloor a / b \rfloor b`, PyTorch's remainder (the
+    sign of the divisor; see :func:`pylucid.kernels.binary_math.remainder`); saves ``a``
+    and ``b``.
+
+    .. math::
+        \frac{\partial L}{\partial a} = g, \qquad
+        \frac{\partial L}{\partial b} = -\left\lfloor \frac{a}{b} \right\rfloor g
+
+    (PyTorch's, away from the jumps). Integer division by zero raises. AMP: KEEP_INPUT.
+    """
+
+    schema_v1 = OpSchema(
+        name="remainder", amp_policy=AmpPolicy.KEEP_INPUT, input_arity=2, saved=("a", "b")
+    )
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.remainder(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        a, b = self.saved["a"], self.saved["b"]
+        grad_b = self.backend.remainder_backward_b(a, b, g, self.shape, self.dtype)
+        return (g if needs_a else None, grad_b if needs_b else None)
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = self.saved_tensor("a"), self.saved_tensor("b")
+        return g, -floor_divide(a, b) * g
+
+
+class FloorDivideBackward(BinaryOp):
+    r"""The op :math:`y = \lfloor a / b \rfloor`, rounded towards -inf as Python's and
+    PyTorch's ``//`` (exactly: ``1 // 0.1`` is 9). A step function: not differentiable, as
+    in PyTorch (its node is never recorded, so no gradient flows through it). Integer
+    division by zero raises. AMP: KEEP_INPUT.
+    """
+
+    schema_v1 = OpSchema(
+        name="floor_divide", amp_policy=AmpPolicy.KEEP_INPUT, input_arity=2, differentiable=False
+    )
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.floor_divide(a, b, shape, dtype)
+
+
+class HypotBackward(BinaryOp):
+    r"""Autograd node for :math:`y = \sqrt{a^2 + b^2}` (no overflow of the squares; inf
+    where either is infinite); saves ``a``, ``b`` and ``result``.
+
+    .. math::
+        \frac{\partial L}{\partial a} = \frac{g\, a}{y}, \qquad
+        \frac{\partial L}{\partial b} = \frac{g\, b}{y}
+
+    (nan at :math:`a = b = 0`, as PyTorch's). Integer inputs give float32. AMP: KEEP_INPUT.
+    """
+
+    schema_v1 = OpSchema(
+        name="hypot",
+        amp_policy=AmpPolicy.KEEP_INPUT,
+        input_arity=2,
+        saved=("a", "b", "result"),
+        real_valued=True,
+    )
+
+    @staticmethod
+    def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
+        return be.hypot(a, b, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any]:
+        needs_a, needs_b = self.needs_input_grad
+        be, saved = self.backend, self.saved
+        y = saved["result"]
+        return (
+            be.hypot_backward(saved["a"], y, g, self.shape, self.dtype) if needs_a else None,
+            be.hypot_backward(saved["b"], y, g, self.shape, self.dtype) if needs_b else None,
+        )
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor, Tensor]:
+        a, b, y = self.saved_tensor("a"), self.saved_tensor("b"), self.saved_tensor("result")
+        return g * (a / y), g * (b / y)
+
+
+@binary_operator("mod")
+@tensor_method
+def remainder(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a % b`` with the divisor's sign (PyTorch's remainder); see
+    :class:`RemainderBackward`."""
+    _check_integer_divisor("remainder", a, b)
+    return binary(RemainderBackward, a, b)
+
+
+@binary_operator("floordiv")
+@tensor_method
+def floor_divide(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a // b`` rounded towards -inf; see :class:`FloorDivideBackward`."""
+    _check_integer_divisor("floor_divide", a, b)
+    return binary(FloorDivideBackward, a, b)
+
+
+@tensor_method
+def hypot(a: TensorLike, b: TensorLike) -> Tensor:
+    """``sqrt(a^2 + b^2)`` with NumPy broadcasting; see :class:`HypotBackward`."""
+    return binary(HypotBackward, a, b)
 
 
 def _tie_split(a: Tensor, b: Tensor, g: Tensor, losing: Tensor) -> Tensor:

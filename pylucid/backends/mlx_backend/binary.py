@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from pylucid.dtypes import DType, float64
 
 
@@ -119,6 +121,65 @@ class MLXBinary:
 
     def logaddexp_backward_b(self, a, b, g, shape, dtype):
         return self._logaddexp_sigmoid(b, a, g, dtype)
+
+    def _host_pair(self, a, b, dtype):
+        """``a`` and ``b`` as NumPy arrays of ``dtype`` (float16 and bfloat16 in float32)."""
+        wide = np.float32 if dtype.is_half else dtype.numpy
+
+        def host(x):
+            return np.asarray(self.to_numpy(x) if isinstance(x, self.mx.array) else x, wide)
+
+        return host(a), host(b)
+
+    def _host_floor_divide(self, a, b, dtype):
+        a, b = self._host_pair(a, b, dtype)
+        with np.errstate(all="ignore"):  # (inf and nan tell the story)
+            return np.floor_divide(a, b)
+
+    def remainder(self, a, b, shape, dtype):
+        """On the host (NumPy's exact ``fmod``; MLX has none, and its remainder of a tiny
+        ``a`` by a negative ``b`` rounds to ``b``): ``fmod(a, b)``, plus ``b`` where
+        non-zero and of the other sign, as :func:`pylucid.kernels.binary_math.remainder`."""
+        if not dtype.is_floating_point:
+            return self.mx.remainder(*self._operands(dtype, a, b), stream=self._stream(dtype))
+        a, b = self._host_pair(a, b, dtype)
+        with np.errstate(all="ignore"):
+            m = np.fmod(a, b)
+            out = np.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+        return self.from_numpy(np.broadcast_to(out, shape), dtype)
+
+    def remainder_backward_b(self, a, b, g, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        quotient = self.from_numpy(
+            np.broadcast_to(self._host_floor_divide(a, b, dtype), shape), dtype
+        )
+        return mx.negative(mx.multiply(quotient, self.cast(g, dtype), stream=s), stream=s)
+
+    def floor_divide(self, a, b, shape, dtype):
+        """On the host: NumPy's ``floor_divide`` is PyTorch's algorithm (``1 // 0.1`` is 9,
+        from ``fmod``; ``mx.floor_divide`` of floats floors the rounded quotient: 10)."""
+        if not dtype.is_floating_point:
+            return self.mx.floor_divide(*self._operands(dtype, a, b), stream=self._stream(dtype))
+        out = self._host_floor_divide(a, b, dtype)
+        return self.from_numpy(np.broadcast_to(out, shape), dtype)
+
+    def hypot(self, a, b, shape, dtype):
+        """``m sqrt(1 + (s / m)^2)`` with ``m`` the larger magnitude (no overflow of the
+        squares); inf where either is infinite, as C's hypot."""
+        mx, s = self.mx, self._stream(dtype)
+        a, b = self._operands(dtype, a, b)
+        with mx.stream(s):
+            big = mx.maximum(mx.abs(a), mx.abs(b))
+            small = mx.minimum(mx.abs(a), mx.abs(b))
+            ratio = mx.where(big == 0, mx.zeros_like(big), small / big)
+            out = big * mx.sqrt(1 + ratio * ratio)
+            infinite = mx.logical_or(mx.isinf(a), mx.isinf(b))
+            return mx.where(infinite, mx.full(out.shape, math.inf, dtype=out.dtype), out)
+
+    def hypot_backward(self, x, result, g, shape, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        x, result, g = self._operands(dtype, x, result, g)
+        return mx.multiply(g, mx.divide(x, result, stream=s), stream=s)
 
     def maximum(self, a, b, shape, dtype):
         return self.mx.maximum(*self._operands(dtype, a, b), stream=self._stream(dtype))

@@ -1,4 +1,5 @@
-"""Numba primitives of the binary elementwise ops: pow, atan2, logaddexp, maximum/minimum,
+"""Numba primitives of the binary elementwise ops: pow, atan2, logaddexp, remainder,
+floor_divide, hypot, maximum/minimum,
 where and the comparisons. The scalar math is in :mod:`pylucid.kernels.binary_math`; float16
 and bfloat16 are computed in float32 inside the kernels (see
 :mod:`pylucid.backends.numba_backend.core`)."""
@@ -23,6 +24,13 @@ _ATAN2_GRAD_A = elementwise(bm.atan2_grad_a, arity=3, heavy=True)
 _ATAN2_GRAD_B = elementwise(bm.atan2_grad_b, arity=3, heavy=True)
 _LOGADDEXP = elementwise(bm.logaddexp, arity=2, heavy=True)
 _LOGADDEXP_GRAD = elementwise(bm.logaddexp_grad, arity=3, heavy=True)
+_REMAINDER = elementwise(bm.remainder, arity=2, heavy=True)
+_IREMAINDER = elementwise(bm.integer_remainder, arity=2, heavy=True)
+_REMAINDER_GRAD_B = elementwise(bm.remainder_grad_b, arity=3, heavy=True)
+_FLOOR_DIVIDE = elementwise(bm.floor_divide, arity=2, heavy=True)
+_IFLOOR_DIVIDE = elementwise(bm.integer_floor_divide, arity=2, heavy=True)
+_HYPOT = elementwise(bm.hypot, arity=2, heavy=True)
+_HYPOT_GRAD = elementwise(bm.hypot_grad, arity=3, heavy=True)
 _MAXIMUM = elementwise(bm.maximum, arity=2)
 _MINIMUM = elementwise(bm.minimum, arity=2)
 _MAXIMUM_GRAD = elementwise(bm.maximum_grad, arity=3)
@@ -83,6 +91,28 @@ class NumbaBinary:
     @handles_halves
     def logaddexp_backward_b(self, a, b, g, shape, dtype):
         return self._nary(_LOGADDEXP_GRAD, (b, a, g), shape, dtype)  # (symmetric: swapped)
+
+    @handles_halves
+    def remainder(self, a, b, shape, dtype):
+        kernel = _REMAINDER if dtype.is_floating_point else _IREMAINDER
+        return self._nary(kernel, (a, b), shape, dtype)
+
+    @handles_halves
+    def remainder_backward_b(self, a, b, g, shape, dtype):
+        return self._nary(_REMAINDER_GRAD_B, (a, b, g), shape, dtype)
+
+    @handles_halves
+    def floor_divide(self, a, b, shape, dtype):
+        kernel = _FLOOR_DIVIDE if dtype.is_floating_point else _IFLOOR_DIVIDE
+        return self._nary(kernel, (a, b), shape, dtype)
+
+    @handles_halves
+    def hypot(self, a, b, shape, dtype):
+        return self._nary(_HYPOT, (a, b), shape, dtype)
+
+    @handles_halves
+    def hypot_backward(self, x, result, g, shape, dtype):
+        return self._nary(_HYPOT_GRAD, (x, result, g), shape, dtype)
 
     @handles_halves
     def maximum(self, a, b, shape, dtype):
