@@ -43,6 +43,7 @@ from pylucid.ops.arithmetic import *  # noqa: F403
 from pylucid.ops.binary import *  # noqa: F403
 from pylucid.ops.comparison import *  # noqa: F403
 from pylucid.ops.conversion import clone  # noqa: F401  (listed in __all__ by _PUBLIC_OPS)
+from pylucid.ops.einstein import *  # noqa: F403
 from pylucid.ops.elementwise_math import *  # noqa: F403
 from pylucid.ops.gathering import *  # noqa: F403
 from pylucid.ops.indexing import *  # noqa: F403

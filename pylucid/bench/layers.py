@@ -15,10 +15,12 @@ from a fixed upstream gradient, every input's gradient computed:
 ``cross_entropy``
     ``cross_entropy`` of (256, 10) logits against class indices (mean).
 
-pylucid and PyTorch run eagerly through their autograd (gradients set to None each call,
-so no accumulation is timed); MLX runs ``mx.value_and_grad`` of ``sum(layer(...) * g)`` and
-``mx.eval`` of the value and gradients, in its own channels-last layout for convolution
-and pooling (``mlx.nn``'s pool, ``mx.fast.layer_norm``, ``mlx.nn.losses.cross_entropy``).
+Each call returns the first element of the input's gradient (which the tests compare across
+libraries). pylucid and PyTorch run eagerly through their autograd (gradients set to None
+each call, so no accumulation is timed); MLX runs ``mx.value_and_grad`` of ``sum(layer(...)
+* g)`` and ``mx.eval`` of the value and gradients, in its own channels-last layout for
+convolution and pooling (``mlx.nn``'s pool, ``mx.fast.layer_norm``,
+``mlx.nn.losses.cross_entropy``).
 """
 
 from __future__ import annotations
@@ -90,12 +92,13 @@ def _eager(name: str, library: str, module: Any) -> Callable[[], Any]:
             np.random.default_rng(1).standard_normal(shape).astype(np.float32)
         )
 
+    corner = (0,) * len(arrays[0].shape)
+
     def call() -> Any:
         for t in tensors:
             t.grad = None
-        out = layer(*tensors)
-        out.backward(upstream)
-        return out
+        layer(*tensors).backward(upstream)
+        return tensors[0].grad[corner]  # (one element of the input's gradient: compared)
 
     return call
 
@@ -117,14 +120,26 @@ def _mlx(name: str, mx: Any) -> Callable[[], Any]:
         labels = mx.array(target)
         layer = lambda x: nn.losses.cross_entropy(x, labels, reduction="mean")  # noqa: E731
     shape = layer(*inputs).shape
-    upstream = mx.array(np.random.default_rng(1).standard_normal(shape).astype(np.float32))
+    channels_last = name in _CONV_SHAPES or name == "max_pool2d"
+    if channels_last:  # the eager programs' upstream values, in MLX's layout
+        n, h, w, c = shape
+        seed = np.random.default_rng(1).standard_normal((n, c, h, w)).astype(np.float32)
+        seed = np.ascontiguousarray(seed.transpose(0, 2, 3, 1))
+    elif name == "cross_entropy":  # a scalar loss: the eager backward seeds it with 1
+        seed = np.float32(1.0)
+    else:
+        seed = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    upstream = mx.array(seed)
     arguments = list(range(len(inputs)))
     value_and_grad = mx.value_and_grad(lambda *xs: mx.sum(layer(*xs) * upstream), argnums=arguments)
+
+    corner = (0,) * len(arrays[0].shape)  # (the same element in the channels-last layout)
 
     def call() -> Any:
         value, grads = value_and_grad(*inputs)
         mx.eval(value, grads)
-        return value
+        first = grads[0] if isinstance(grads, (list, tuple)) else grads  # (one argument)
+        return first[corner]
 
     return call
 

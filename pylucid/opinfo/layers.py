@@ -21,7 +21,9 @@ _STRIDE, _PADDING, _DILATION = (2, 1), (1, 0), (1, 2)
 
 
 def _groups(x_channels: int, w_channels: int) -> int:
-    return x_channels // w_channels
+    """The groups that make the channels fit (1 for a weight without input channels, which
+    PyTorch refuses itself)."""
+    return x_channels // w_channels if w_channels else 1
 
 
 def _conv(x: pl.Tensor, w: pl.Tensor) -> pl.Tensor:

@@ -16,6 +16,7 @@ from pylucid.ops import (
     comparison,
     conversion,
     convolution,  # noqa: F401  (registers conv2d; its wrappers are pylucid.nn.functional's)
+    einstein,
     elementwise_math,
     gathering,
     indexing,
@@ -41,6 +42,7 @@ from pylucid.ops.base import BinaryOp, Op, ReduceOp, UnaryOp
 from pylucid.ops.binary import *  # noqa: F403
 from pylucid.ops.comparison import *  # noqa: F403
 from pylucid.ops.conversion import *  # noqa: F403
+from pylucid.ops.einstein import *  # noqa: F403
 from pylucid.ops.elementwise_math import *  # noqa: F403
 from pylucid.ops.gathering import *  # noqa: F403
 from pylucid.ops.indexing import *  # noqa: F403
@@ -67,6 +69,7 @@ FAMILIES = (
     arithmetic,
     binary,
     comparison,
+    einstein,
     reduce,
     rounding,
     scan,

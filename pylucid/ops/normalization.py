@@ -115,8 +115,8 @@ class LayerNormBackward(Op):
 
 def _shape(op: str, value: Any) -> Shape:
     shape = (value,) if isinstance(value, int) else tuple(value)
-    if not shape or not all(type(n) is int and n >= 1 for n in shape):
-        raise ValueError(f"{op}: normalized_shape must be positive ints, got {value!r}")
+    if not shape or not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError(f"{op}: normalized_shape must be non-negative ints, got {value!r}")
     return shape
 
 

@@ -56,6 +56,8 @@ class MLXNormalization:
     def layer_norm(self, x: Any, w: Any, b: Any, size: int, eps: float, dtype: DType) -> Any:
         mx, s = self.mx, self._stream(dtype)
         x, w, b = self._operands(dtype, x, w, b)
+        if x.size == 0:
+            return mx.zeros(x.shape, dtype=x.dtype, stream=s)
         xhat, _ = self._normalised(mx.reshape(x, (-1, size), stream=s), eps, dtype)
         weight, bias = mx.reshape(w, (size,), stream=s), mx.reshape(b, (size,), stream=s)
         out = mx.add(mx.multiply(xhat, weight, stream=s), bias, stream=s)
@@ -68,6 +70,9 @@ class MLXNormalization:
         ``(g / s_g)(w / s_w)`` and the scales applied to the result."""
         mx, s = self.mx, self._stream(dtype)
         x, w, g = self._operands(dtype, x, w, g)
+        if x.size == 0:  # (no rows, or rows of nothing: dw and db are sums of nothing)
+            zeros = mx.zeros((size,), dtype=x.dtype, stream=s)
+            return mx.zeros(x.shape, dtype=x.dtype, stream=s), zeros, zeros
         rows = mx.reshape(g, (-1, size), stream=s)
         weight = mx.reshape(w, (1, size), stream=s)
         xhat, rstd = self._normalised(mx.reshape(x, (-1, size), stream=s), eps, dtype)

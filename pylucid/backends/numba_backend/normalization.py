@@ -12,7 +12,12 @@ from pylucid.kernels import normalization
 
 
 def _rows(x: np.ndarray, size: int, dtype: DType) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype.numpy).reshape(-1, size)
+    rows = x.size // size if size else 0  # (an empty normalised shape: no rows to normalise)
+    return np.ascontiguousarray(x, dtype.numpy).reshape(rows, size)
+
+
+def _vector(w: np.ndarray, size: int, dtype: DType) -> np.ndarray:
+    return np.ascontiguousarray(w, dtype.numpy).reshape(size)
 
 
 class NumbaNormalization:
@@ -21,7 +26,7 @@ class NumbaNormalization:
     def layer_norm(
         self, x: np.ndarray, w: np.ndarray, b: np.ndarray, size: int, eps: float, dtype: DType
     ) -> np.ndarray:
-        weight, bias = _rows(w, size, dtype)[0], _rows(b, size, dtype)[0]
+        weight, bias = _vector(w, size, dtype), _vector(b, size, dtype)
         out = normalization.layer_norm_rows(_rows(x, size, dtype), weight, bias, eps)
         return out.reshape(x.shape)
 
@@ -29,6 +34,6 @@ class NumbaNormalization:
         self, x: np.ndarray, w: np.ndarray, g: np.ndarray, size: int, eps: float, dtype: DType
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         dx, dw, db = normalization.layer_norm_backward_rows(
-            _rows(x, size, dtype), _rows(w, size, dtype)[0], _rows(g, size, dtype), eps
+            _rows(x, size, dtype), _vector(w, size, dtype), _rows(g, size, dtype), eps
         )
         return dx, dw.astype(dtype.numpy), db.astype(dtype.numpy)
