@@ -125,11 +125,37 @@ def _gradient_sums(x, w, g, unit, mean, r, g_unit, w_unit):
     return h_total, hx_total
 
 
+@njit(**_SUMS)
+def _deviation_sums(x, w, g, mean):
+    """``(sum (x - mean)^2, sum g w, sum g w (x - mean))`` in one pass."""
+    square, h_total, hd_total = 0.0, 0.0, 0.0
+    for j in range(x.size):
+        d = x[j] - mean
+        h = np.float64(g[j]) * w[j]  # (not float32 * float32)
+        square += d * d
+        h_total += h
+        hd_total += h * d
+    return square, h_total, hd_total
+
+
 @register_jitable
 def _input_grad_row(x, w, g, eps, out, stats):
     """``rstd (h - mean(h) - xhat mean(h xhat))``, ``h = g w``; the row's ``(mean, r,
-    unit)`` into ``stats``. Where the sums of ``h`` overflow, ``h`` is formed from ``g``
-    and ``w`` times powers of two (:func:`_unit`), taken out of the result again."""
+    unit)`` into ``stats``. Three passes: the mean; the variance and both sums of ``h``
+    together; the gradient. Where a sum overflows, the general path: the moments of
+    :func:`_moments`, and ``h`` formed from ``g`` and ``w`` times powers of two
+    (:func:`_unit`), taken out of the result again."""
+    n = x.size
+    mean = _sum(x) / n
+    square, h_total, hd_total = _deviation_sums(x, w, g, mean)
+    if math.isfinite(square) and math.isfinite(h_total) and math.isfinite(hd_total):
+        r = 1.0 / math.sqrt(square / n + eps)
+        stats[0], stats[1], stats[2] = mean, r, 1.0
+        h_mean, hx_mean = h_total / n, hd_total * r / n
+        for j in range(n):
+            xhat = (x[j] - mean) * r
+            out[j] = r * (np.float64(g[j]) * w[j] - h_mean - xhat * hx_mean)
+        return
     mean, r, unit, rstd = _moments(x, eps)
     stats[0], stats[1], stats[2] = mean, r, unit
     g_unit, w_unit = 1.0, 1.0
@@ -137,9 +163,9 @@ def _input_grad_row(x, w, g, eps, out, stats):
     if not (math.isfinite(h_total) and math.isfinite(hx_total)):
         g_unit, w_unit = _unit(g), _unit(w)
         h_total, hx_total = _gradient_sums(x, w, g, unit, mean, r, g_unit, w_unit)
-    h_mean, hx_mean = h_total / x.size, hx_total / x.size
+    h_mean, hx_mean = h_total / n, hx_total / n
     g_back, w_back = 1.0 / g_unit, 1.0 / w_unit  # (powers of two: exact)
-    for j in range(x.size):
+    for j in range(n):
         h = (np.float64(g[j]) * g_unit) * (w[j] * w_unit)
         xhat = (x[j] * unit - mean) * r
         out[j] = rstd * (h - h_mean - xhat * hx_mean) * g_back * w_back

@@ -11,6 +11,8 @@ of it is made.
 
 from __future__ import annotations
 
+import sys
+
 import numba
 import numpy as np
 
@@ -160,7 +162,17 @@ class NumbaCore:
     def is_private(self, a: np.ndarray) -> bool:
         if not a.flags.writeable:
             return False
-        return bool(a.flags.owndata) or memory.is_sole_view(a)  # a kernel output is a view
+        if a.flags.owndata or memory.is_sole_view(a):  # a pooled kernel output is a view
+            return True
+        # A reshaped kernel output: a view of the whole of a buffer no other array refers to
+        # (its references: ``a.base``, the name below and getrefcount's argument).
+        base = a.base
+        return (
+            type(base) is np.ndarray
+            and base.flags.owndata
+            and base.nbytes == a.nbytes
+            and sys.getrefcount(base) == 3
+        )
 
     def write(self, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
         if not dst.flags.writeable:
