@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 import pylucid as pl
-from pylucid.opinfo.records import OpInfo, torch_module, uniform
+from pylucid.opinfo.records import OpInfo, torch_module, torch_op, uniform
 
 _F = pl.nn.functional
 _STRIDE, _PADDING, _DILATION = (2, 1), (1, 0), (1, 2)
@@ -120,13 +120,6 @@ def _layer_norm_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.nda
     return centred / np.sqrt(var + 1e-5) * w + b
 
 
-def _torch_functional(name: str, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-    def call(*tensors):  # noqa: ANN002, ANN202
-        return getattr(torch_module().nn.functional, name)(*tensors, *args, **kwargs)
-
-    return call
-
-
 def _torch_layer_norm(x, w, b):  # noqa: ANN001, ANN202
     return torch_module().nn.functional.layer_norm(x, tuple(w.shape), w, b)
 
@@ -148,7 +141,7 @@ RECORDS: tuple[OpInfo, ...] = (
         _max_reference,
         (uniform(-2, 2),),
         (((2, 3, 5, 6),), ((3, 4, 4),)),
-        torch=_torch_functional("max_pool2d", **_POOL),
+        torch=torch_op("nn.functional.max_pool2d", **_POOL),
     ),
     OpInfo(
         "avg_pool2d",
@@ -156,7 +149,7 @@ RECORDS: tuple[OpInfo, ...] = (
         _avg_reference,
         (uniform(-2, 2),),
         (((2, 3, 5, 6),), ((3, 4, 4),)),
-        torch=_torch_functional("avg_pool2d", **_POOL),
+        torch=torch_op("nn.functional.avg_pool2d", **_POOL),
     ),
     OpInfo(
         "adaptive_avg_pool2d",
@@ -164,7 +157,7 @@ RECORDS: tuple[OpInfo, ...] = (
         _adaptive_reference,
         (uniform(-2, 2),),
         (((2, 3, 7, 5),), ((1, 2, 2, 3),)),
-        torch=_torch_functional("adaptive_avg_pool2d", _ADAPTIVE),
+        torch=torch_op("nn.functional.adaptive_avg_pool2d", _ADAPTIVE),
     ),
     OpInfo(
         "layer_norm",

@@ -32,10 +32,12 @@ __all__ = [
     "Conv2dBackward",
     "Conv2dInputGradBackward",
     "Conv2dWeightGradBackward",
+    "as_ints",
     "checked_output_shape",
     "conv1d",
     "conv2d",
     "conv_output_size",
+    "with_batch_axis",
 ]
 
 
@@ -258,7 +260,7 @@ class Conv2dWeightGradBackward(_ConvolutionOp):
         )
 
 
-def _ints(op: str, name: str, value: Any, count: int) -> tuple[int, ...]:
+def as_ints(op: str, name: str, value: Any, count: int) -> tuple[int, ...]:
     """An int or a sequence of ``count`` ints, as a tuple of ``count`` ints."""
     values = (value,) * count if isinstance(value, int) else tuple(value)
     if len(values) != count or not all(type(v) is int for v in values):
@@ -276,7 +278,8 @@ def _geometry(
 ) -> ConvGeometry:
     """The geometry of a convolution with PyTorch's arguments, checked (``count`` axes)."""
     count = len(kernel)
-    strides, dilations = _ints(op, "stride", stride, count), _ints(op, "dilation", dilation, count)
+    strides = as_ints(op, "stride", stride, count)
+    dilations = as_ints(op, "dilation", dilation, count)
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
     if min(strides) < 1 or min(dilations) < 1:
@@ -294,7 +297,7 @@ def _geometry(
     elif isinstance(padding, str):
         raise ValueError(f"{op}: padding must be 'valid', 'same', or ints, got {padding!r}")
     else:
-        amounts = _ints(op, "padding", padding, count)
+        amounts = as_ints(op, "padding", padding, count)
         if min(amounts) < 0:
             raise ValueError(f"{op}: padding must be non-negative, got {amounts}")
         pads = tuple((p, p) for p in amounts)
@@ -315,7 +318,7 @@ def _with_bias(op: str, out: Tensor, bias: Tensor | None, spatial: int) -> Tenso
     return out + bias.reshape((1, out.shape[1]) + (1,) * spatial)
 
 
-def _batched(op: str, input: Tensor, spatial: int) -> tuple[Tensor, bool]:  # noqa: A002
+def with_batch_axis(op: str, input: Tensor, spatial: int) -> tuple[Tensor, bool]:  # noqa: A002
     """``input`` with a batch axis, and whether one was added (an unbatched input)."""
     if input.ndim == spatial + 1:
         return input.reshape((1, *input.shape)), True
@@ -348,7 +351,7 @@ def conv2d(
         raise ValueError(
             f"conv2d: expected a 4-d weight (O, C/groups, KH, KW), got shape {weight.shape}"
         )
-    x, unbatched = _batched("conv2d", input, 2)
+    x, unbatched = with_batch_axis("conv2d", input, 2)
     geometry = _geometry("conv2d", weight.shape[2:], stride, padding, dilation, groups)
     out = _with_bias("conv2d", Conv2dBackward.apply(x, weight, geometry=geometry), bias, 2)
     return out.reshape(out.shape[1:]) if unbatched else out
@@ -372,7 +375,7 @@ def conv1d(
         raise ValueError(
             f"conv1d: expected a 3-d weight (O, C/groups, K), got shape {weight.shape}"
         )
-    x, unbatched = _batched("conv1d", input, 1)
+    x, unbatched = with_batch_axis("conv1d", input, 1)
     geometry = _geometry("conv1d", weight.shape[2:], stride, padding, dilation, groups)
     checked_output_shape("conv1d", x.shape, weight.shape, geometry)
     n, c, length = x.shape

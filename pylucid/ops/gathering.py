@@ -23,7 +23,7 @@ from pylucid.ops.indexing import IndexAddBackward, plan_index, setitem
 from pylucid.ops.wrapping import require_tensor, tensor_method
 from pylucid.tensor import Tensor
 
-__all__ = ["checked_indices", "gather", "index_select", "scatter", "scatter_add"]
+__all__ = ["checked_dim", "checked_indices", "gather", "index_select", "scatter", "scatter_add"]
 
 
 def checked_indices(op: str, index: Tensor, size: int, what: str) -> np.ndarray:
@@ -43,7 +43,9 @@ def checked_indices(op: str, index: Tensor, size: int, what: str) -> np.ndarray:
     return values
 
 
-def _dim(op: str, x: Tensor, dim: int) -> int:
+def checked_dim(op: str, x: Tensor, dim: int) -> int:
+    """``dim`` normalised into ``range(max(x.ndim, 1))``, or a TypeError / IndexError
+    naming ``op``."""
     ndim = max(x.ndim, 1)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
         raise TypeError(f"{op}: dim must be an integer, got {dim!r}")
@@ -57,7 +59,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """The slices of ``x`` at the positions ``index`` (a 1-d integer tensor) along ``dim``,
     in that order; repeated positions repeat (and their gradients add up)."""
     require_tensor("index_select", "x", x)
-    axis = _dim("index_select", x, dim)
+    axis = checked_dim("index_select", x, dim)
     require_tensor("index_select", "index", index)
     if index.ndim > 1:
         raise ValueError(f"index_select: index must be 1-d, got shape {index.shape}")
@@ -74,7 +76,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     ``index`` has ``x``'s number of dimensions and no larger size than ``x`` but along
     ``dim``; the output has ``index``'s shape."""
     require_tensor("gather", "x", x)
-    axis = _dim("gather", x, dim)
+    axis = checked_dim("gather", x, dim)
     require_tensor("gather", "index", index)
     if index.ndim != x.ndim:
         raise ValueError(
@@ -102,7 +104,7 @@ def _scatter_mesh(
     """The positions of ``x`` that ``index`` writes along ``dim`` (an open mesh), checked
     as PyTorch does; and the axis."""
     require_tensor(op, "x", x)
-    axis = _dim(op, x, dim)
+    axis = checked_dim(op, x, dim)
     require_tensor(op, "index", index)
     if index.ndim != x.ndim or (src is not None and src.ndim != x.ndim):
         src_shape = "" if src is None else f", src of shape {src.shape}"

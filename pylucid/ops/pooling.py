@@ -23,6 +23,7 @@ from pylucid.backends.base import Backend, Shape
 from pylucid.backends.windows import Windows, adaptive_axis, convolution_windows
 from pylucid.dtypes import DType, int64
 from pylucid.ops.base import Op
+from pylucid.ops.convolution import as_ints, with_batch_axis
 from pylucid.ops.indexing import IndexAddBackward, plan_index
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.wrapping import require_tensor
@@ -183,12 +184,10 @@ class AvgPool2dGradBackward(Op):
 
 # -- the windows of PyTorch's arguments ------------------------------------------------------
 def _pair(op: str, name: str, value: Any) -> tuple[int, int]:
-    values = (value, value) if isinstance(value, int) else tuple(value)
-    if len(values) == 1:
-        values = values * 2
-    if len(values) != 2 or not all(type(v) is int for v in values):
-        raise TypeError(f"{op}: {name} must be an int or 2 ints, got {value!r}")
-    return values
+    """An int, or one or two ints (PyTorch's pools take ``(3,)`` for ``(3, 3)``)."""
+    if not isinstance(value, int) and len(tuple(value)) == 1:
+        value = tuple(value) * 2
+    return as_ints(op, name, value, 2)
 
 
 def _pool_output_size(
@@ -248,14 +247,7 @@ def _regular_windows(
 
 def _batched(op: str, input: Tensor) -> tuple[Tensor, bool]:  # noqa: A002
     """``input`` as ``(N, C, H, W)``, and whether a batch axis was added."""
-    require_tensor(op, "input", input)
-    if input.ndim == 3:
-        return input.reshape((1, *input.shape)), True
-    if input.ndim != 4:
-        raise ValueError(
-            f"{op}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape {input.shape}"
-        )
-    return input, False
+    return with_batch_axis(op, require_tensor(op, "input", input), 2)
 
 
 def _unbatched(out: Tensor, unbatched: bool) -> Tensor:

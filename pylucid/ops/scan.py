@@ -13,6 +13,7 @@ from typing import Any
 from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType, int64
 from pylucid.ops.base import Op
+from pylucid.ops.gathering import checked_dim
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.wrapping import require_tensor, tensor_method
 from pylucid.tensor import Tensor
@@ -106,16 +107,12 @@ class CumprodBackward(_ScanOp):
 
 def _scan(op: type[Op], name: str, x: Tensor, dim: int, dtype: DType | None) -> Tensor:
     require_tensor(name, "x", x)
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"{name}: dim must be an int, got {dim!r}")
-    ndim = max(x.ndim, 1)
-    if not -ndim <= dim < ndim:
-        raise IndexError(f"{name}: dim {dim} is out of range for a tensor of shape {x.shape}")
+    axis = checked_dim(name, x, dim)
     if dtype is not None:
         x = x.to(dtype)
     if x.ndim == 0:
         return op.apply(x.reshape((1,)), axis=0).reshape(())
-    return op.apply(x, axis=dim % ndim)
+    return op.apply(x, axis=axis)
 
 
 @tensor_method

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType, int64
 from pylucid.ops.base import Op
-from pylucid.ops.gathering import gather
+from pylucid.ops.gathering import checked_dim, gather
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.wrapping import require_tensor, tensor_method
 from pylucid.tensor import Tensor
@@ -57,19 +57,10 @@ class ArgsortBackward(Op):
         return be.argsort(x, axis, descending, dtype)
 
 
-def _dim(op: str, x: Tensor, dim: int) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"{op}: dim must be an int, got {dim!r}")
-    ndim = max(x.ndim, 1)
-    if not -ndim <= dim < ndim:
-        raise IndexError(f"{op}: dim {dim} is out of range for a tensor of shape {x.shape}")
-    return dim % ndim
-
-
 def _indices(op: str, x: Tensor, dim: int, descending: bool) -> tuple[Tensor, Tensor, int]:
     """``x`` (at least 1-d), its ordering indices along ``dim``, and ``dim`` normalised."""
     require_tensor(op, "x", x)
-    axis = _dim(op, x, dim)
+    axis = checked_dim(op, x, dim)
     flat = x.reshape((1,)) if x.ndim == 0 else x
     return flat, ArgsortBackward.apply(flat, axis=axis, descending=bool(descending)), axis
 

@@ -84,20 +84,28 @@ class MLXConvolution:
         x, w = self._operands(dtype, x, w)
         return self._convolve(geometry, dtype)(x, w)
 
+    def _gradient(
+        self, geometry: ConvGeometry, dtype: DType, x: Any, w: Any, g: Any, of: int
+    ) -> Any:
+        """MLX's vector-Jacobian product of the convolution for ``x`` (``of=0``) or ``w``
+        (``of=1``) against ``g``; the other argument is held fixed."""
+        convolve = self._convolve(geometry, dtype)
+        primals = [x, w]
+        _, (grad,) = self.mx.vjp(
+            lambda p: convolve(*primals[:of], p, *primals[of + 1 :]), [primals[of]], [g]
+        )
+        return grad
+
     def conv2d_input_grad(
         self, g: Any, w: Any, geometry: ConvGeometry, shape: Shape, dtype: DType
     ) -> Any:
         g, w = self._operands(dtype, g, w)
-        convolve = self._convolve(geometry, dtype)
-        x = self.mx.zeros(shape, dtype=w.dtype)
-        _, (grad,) = self.mx.vjp(lambda a: convolve(a, w), [x], [g])
-        return grad
+        x = self.mx.zeros(shape, dtype=w.dtype)  # (the product is linear: any x will do)
+        return self._gradient(geometry, dtype, x, w, g, 0)
 
     def conv2d_weight_grad(
         self, x: Any, g: Any, geometry: ConvGeometry, shape: Shape, dtype: DType
     ) -> Any:
         x, g = self._operands(dtype, x, g)
-        convolve = self._convolve(geometry, dtype)
         w = self.mx.zeros(shape, dtype=x.dtype)
-        _, (grad,) = self.mx.vjp(lambda b: convolve(x, b), [w], [g])
-        return grad
+        return self._gradient(geometry, dtype, x, w, g, 1)

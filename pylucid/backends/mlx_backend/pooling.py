@@ -26,10 +26,9 @@ from pylucid.dtypes import DType
 class MLXPooling:
     """Primitives of the ``pooling`` family on the mlx backend."""
 
-    def _windows_of(self, x: Any, windows: Windows, fill: float) -> tuple[Any, Any]:
+    def _windows_of(self, x: Any, windows: Windows, fill: float, dtype: DType) -> tuple[Any, Any]:
         """``x``'s windows as ``(P, T, L)``, and whether each tap is inside the plane."""
-        mx = self.mx
-        s = self._stream_of(x)
+        mx, s = self.mx, self._stream(dtype)
         n, c, h, w = x.shape
         sources = window_sources(windows)
         taps, outputs = sources.shape
@@ -41,12 +40,9 @@ class MLXPooling:
         inside = mx.array(sources >= 0)
         return mx.reshape(gathered, (n * c, taps, outputs), stream=s), inside
 
-    def _stream_of(self, x: Any) -> Any:
-        return self.mx.cpu if x.dtype == self.mx.float64 or not self._has_gpu else self.mx.gpu
-
-    def _chosen_taps(self, values: Any, inside: Any) -> Any:
+    def _chosen_taps(self, values: Any, inside: Any, dtype: DType) -> Any:
         """The tap each window's max is taken from (PyTorch's choice), ``(P, L)``."""
-        mx, s = self.mx, self._stream_of(values)
+        mx, s = self.mx, self._stream(dtype)
         taps = values.shape[1]
         nan = mx.isnan(values, stream=s)
         last_nan = taps - 1 - mx.argmax(nan[:, ::-1, :], axis=1, stream=s)
@@ -56,12 +52,11 @@ class MLXPooling:
         chosen = mx.where(largest == -math.inf, first_inside, first_max, stream=s)
         return mx.where(mx.any(nan, axis=1, stream=s), last_nan, chosen, stream=s)
 
-    def _positions(self, x: Any, windows: Windows) -> Any:
+    def _positions(self, x: Any, windows: Windows, dtype: DType) -> Any:
         """The plane position each window's max is taken from, ``(P, L)`` int64."""
-        mx = self.mx
-        s = self._stream_of(x)
-        values, inside = self._windows_of(x, windows, -math.inf)
-        taps = self._chosen_taps(values, inside)
+        mx, s = self.mx, self._stream(dtype)
+        values, inside = self._windows_of(x, windows, -math.inf, dtype)
+        taps = self._chosen_taps(values, inside, dtype)
         sources = mx.array(window_sources(windows))
         outputs = mx.arange(sources.shape[1], stream=s)[None, :]
         return mx.astype(sources[taps, outputs], mx.int64, stream=s)
@@ -69,21 +64,21 @@ class MLXPooling:
     def max_pool2d(self, x: Any, windows: Windows, shape: Shape, dtype: DType) -> Any:
         mx = self.mx
         x = self.cast(x, dtype)
-        values, inside = self._windows_of(x, windows, -math.inf)
-        taps = self._chosen_taps(values, inside)
+        values, inside = self._windows_of(x, windows, -math.inf, dtype)
+        taps = self._chosen_taps(values, inside, dtype)
         chosen = mx.take_along_axis(values, taps[:, None, :], axis=1, stream=self._stream(dtype))
         return mx.reshape(chosen, shape, stream=self._stream(dtype))
 
     def max_pool2d_positions(self, x: Any, windows: Windows, dtype: DType) -> Any:
         n, c = x.shape[:2]
-        positions = self._positions(self.cast(x, dtype), windows)
+        positions = self._positions(self.cast(x, dtype), windows, dtype)
         return self.mx.reshape(positions, (n, c, *windows.output))
 
     def max_pool2d_backward(self, x: Any, g: Any, windows: Windows, dtype: DType) -> Any:
         mx, s = self.mx, self._stream(dtype)
         x, g = self._operands(dtype, x, g)
         n, c, h, w = x.shape
-        positions = self._positions(x, windows)
+        positions = self._positions(x, windows, dtype)
         rows = mx.arange(n * c, stream=s)[:, None]
         grad = mx.zeros((n * c, h * w), dtype=g.dtype, stream=s)
         grad = grad.at[rows, positions].add(mx.reshape(g, positions.shape, stream=s))
@@ -95,7 +90,7 @@ class MLXPooling:
         divisor = mx.array(table, dtype=self._mx_dtype(dtype))
 
         def average(x: Any) -> Any:
-            values, _ = self._windows_of(x, windows, 0.0)
+            values, _ = self._windows_of(x, windows, 0.0, dtype)
             return mx.divide(mx.sum(values, axis=1, stream=s), divisor, stream=s)
 
         return average
