@@ -478,6 +478,39 @@ class Backend(Protocol):
         """The gradients ``(dx, dw, db)`` of :meth:`layer_norm`, as ``(rows, size)``,
         ``(size,)`` and ``(size,)``."""
 
+    # -- optimizer updates ------------------------------------------------------------------
+    # Each takes a parameter ``p``, its gradient ``g`` (same shape and dtype) and its state
+    # arrays (None for a state the variant does not keep), applies PyTorch's single-tensor
+    # update in one pass, and returns the new ``(p, *states)``: the arrays themselves where
+    # they were updated in place, new arrays otherwise (None for the states passed as None).
+    def sgd_update(
+        self, p: Storage, g: Storage, buf: Storage | None, lr: float, momentum: float,
+        dampening: float, weight_decay: float, nesterov: bool, maximize: bool, first: bool,
+    ) -> tuple[Storage, Storage | None]:  # fmt: skip
+        """SGD with momentum buffer ``buf`` (started as ``d`` when ``first``)."""
+
+    def adam_update(
+        self, p: Storage, g: Storage, exp_avg: Storage, exp_avg_sq: Storage,
+        max_exp_avg_sq: Storage | None, beta1: float, beta2: float, step_size: float,
+        bias_correction2_sqrt: float, eps: float, weight_decay: float, decay: float | None,
+        amsgrad: bool, maximize: bool,
+    ) -> tuple[Storage, Storage, Storage, Storage | None]:  # fmt: skip
+        """Adam (``decay`` None: weight decay added to ``g``) or AdamW (``p`` first
+        multiplied by ``decay = 1 - lr weight_decay``); ``step_size = lr / (1 - beta1^t)``."""
+
+    def rmsprop_update(
+        self, p: Storage, g: Storage, square_avg: Storage, grad_avg: Storage | None,
+        buf: Storage | None, lr: float, alpha: float, eps: float, weight_decay: float,
+        momentum: float, centered: bool, maximize: bool,
+    ) -> tuple[Storage, Storage, Storage | None, Storage | None]:  # fmt: skip
+        """RMSprop (``grad_avg`` when centered, ``buf`` with momentum)."""
+
+    def adagrad_update(
+        self, p: Storage, g: Storage, state_sum: Storage, clr: float, eps: float,
+        weight_decay: float, maximize: bool,
+    ) -> tuple[Storage, Storage]:  # fmt: skip
+        """Adagrad at the decayed learning rate ``clr``."""
+
     # -- linalg and shape families ----------------------------------------------------------
     def matmul(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
         """NumPy's ``a @ b`` (1-d operands promoted, batch dimensions broadcast)."""

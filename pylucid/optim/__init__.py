@@ -1,5 +1,15 @@
-"""Optimizers: update parameters from their ``.grad`` (here: SGD with momentum)."""
+"""Optimizers under PyTorch's names and semantics: :class:`SGD`, :class:`Adam`,
+:class:`AdamW`, :class:`RMSprop`, :class:`Adagrad` (parameter groups, state dicts), and
+learning-rate schedules in :mod:`pylucid.optim.lr_scheduler`.
 
-from pylucid.optim.sgd import SGD, Optimizer
+Each step is one fused pass per parameter (:mod:`pylucid.ops.updates`); nothing here talks
+to a backend.
+"""
 
-__all__ = ["SGD", "Optimizer"]
+from pylucid.optim.adagrad import Adagrad
+from pylucid.optim.adam import Adam, AdamW
+from pylucid.optim.optimizer import Optimizer
+from pylucid.optim.rmsprop import RMSprop
+from pylucid.optim.sgd import SGD
+
+__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop"]

@@ -1,82 +1,79 @@
-"""Stochastic gradient descent, with optional momentum and weight decay."""
+"""Stochastic gradient descent, as ``torch.optim.SGD``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from pylucid.graph.grad_mode import no_grad
+from pylucid.ops.updates import sgd_update_
+from pylucid.optim.optimizer import Optimizer, ParamsT, refuse_differentiable
+from pylucid.tensor import Tensor
 
-__all__ = ["Optimizer", "SGD"]
-
-
-class Optimizer:
-    """Holds parameters (leaf tensors that require grad) and updates them from ``.grad``.
-
-    A parameter's storage is replaced by the updated values, never written in place, so a
-    graph that saved the old values stays valid.
-    """
-
-    def __init__(self, params: Iterable[Any]) -> None:
-        self.params = list(params)
-        if not self.params:
-            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
-        for i, p in enumerate(self.params):
-            if not p.is_leaf or not p.requires_grad:
-                raise ValueError(
-                    f"{type(self).__name__}: params[{i}] must be a leaf tensor that requires "
-                    f"grad (shape {p.shape}, requires_grad={p.requires_grad}, "
-                    f"is_leaf={p.is_leaf})"
-                )
-
-    def zero_grad(self) -> None:
-        """Forget every parameter's gradient (set it to None)."""
-        for p in self.params:
-            p.grad = None
-
-    def step(self) -> None:
-        """Update every parameter that has a gradient."""
-        raise NotImplementedError(f"{type(self).__name__} does not define step")
+__all__ = ["SGD"]
 
 
 class SGD(Optimizer):
-    r"""Gradient descent: :math:`v \leftarrow \mu v + (g + \lambda p)`, :math:`p \leftarrow p -
-    \eta v` (PyTorch's formulation; with :math:`\mu = 0`, :math:`p \leftarrow p - \eta g`).
+    r"""Gradient descent with optional momentum (PyTorch's formulation).
+
+    With :math:`d = g + \lambda p` (:math:`-g` when maximizing): momentum keeps
+    :math:`b \leftarrow \mu b + (1 - \tau) d` (:math:`b = d` on the first step), then
+    :math:`p \leftarrow p - \eta (d + \mu b)` (nesterov) or :math:`p - \eta b`; without
+    momentum :math:`p \leftarrow p - \eta d`. One fused pass per parameter.
 
     Parameters
     ----------
-    params : iterable of Tensor
-        Leaf tensors that require grad.
+    params : iterable
+        Parameters or parameter groups.
     lr : float
-        Learning rate :math:`\eta`.
+        Learning rate :math:`\eta` (PyTorch's default, 1e-3).
     momentum : float
         :math:`\mu`.
+    dampening : float
+        :math:`\tau`.
     weight_decay : float
         :math:`\lambda`.
+    nesterov : bool
+        Nesterov momentum (needs ``momentum > 0`` and no dampening).
+    maximize : bool
+        Ascend instead.
+    foreach, fused, differentiable
+        PyTorch's implementation switches: accepted for compatibility; pylucid always runs
+        one fused pass per parameter and its steps are not differentiable.
     """
 
     def __init__(
-        self, params: Iterable[Any], lr: float, momentum: float = 0.0, weight_decay: float = 0.0
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(params)
-        if lr <= 0 or momentum < 0 or weight_decay < 0:
+        refuse_differentiable("SGD", differentiable)
+        if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(
-                f"SGD: need lr > 0, momentum >= 0 and weight_decay >= 0; got lr={lr}, "
+                f"SGD: need lr >= 0, momentum >= 0 and weight_decay >= 0; got lr={lr}, "
                 f"momentum={momentum}, weight_decay={weight_decay}"
             )
-        self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
-        self._velocity: list[Any] = [None] * len(self.params)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                        foreach=foreach, differentiable=False, fused=fused)  # fmt: skip
+        super().__init__(params, defaults)
 
-    @no_grad()
-    def step(self) -> None:
-        for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
-            update = p.grad.detach()
-            if self.weight_decay:
-                update = update + self.weight_decay * p.detach()
-            if self.momentum:
-                previous = self._velocity[i]
-                update = update if previous is None else self.momentum * previous + update
-                self._velocity[i] = update
-            p.sub_(self.lr * update)  # in place: views and aliases of p see the step
+    def _update(self, p: Tensor, grad: Tensor, group: dict[str, Any], state: dict) -> None:
+        buffer = sgd_update_(
+            p, self._checked_grad("SGD", p, grad), state.get("momentum_buffer"),
+            lr=group["lr"], momentum=group["momentum"], dampening=group["dampening"],
+            weight_decay=group["weight_decay"], nesterov=group["nesterov"],
+            maximize=group["maximize"],
+        )  # fmt: skip
+        if buffer is not None:
+            state["momentum_buffer"] = buffer
+

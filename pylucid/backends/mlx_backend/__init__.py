@@ -9,6 +9,7 @@ from pylucid.backends.mlx_backend.core import MLXCore
 from pylucid.backends.mlx_backend.elementwise import MLXElementwise
 from pylucid.backends.mlx_backend.linalg import MLXLinalg
 from pylucid.backends.mlx_backend.normalization import MLXNormalization
+from pylucid.backends.mlx_backend.optimizers import MLXOptimizers
 from pylucid.backends.mlx_backend.pooling import MLXPooling
 from pylucid.backends.mlx_backend.reduction import MLXReduction
 from pylucid.backends.mlx_backend.shape import MLXShape
@@ -22,6 +23,7 @@ class MLXBackend(
     MLXReduction,
     MLXLinalg,
     MLXNormalization,
+    MLXOptimizers,
     MLXPooling,
     MLXShape,
 ):

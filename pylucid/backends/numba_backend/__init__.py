@@ -19,6 +19,7 @@ from pylucid.backends.numba_backend.core import NumbaCore
 from pylucid.backends.numba_backend.elementwise import NumbaElementwise
 from pylucid.backends.numba_backend.linalg import NumbaLinalg
 from pylucid.backends.numba_backend.normalization import NumbaNormalization
+from pylucid.backends.numba_backend.optimizers import NumbaOptimizers
 from pylucid.backends.numba_backend.pooling import NumbaPooling
 from pylucid.backends.numba_backend.reduction import NumbaReduction
 from pylucid.backends.numba_backend.shape import NumbaShape
@@ -52,6 +53,7 @@ class NumbaBackend(
     NumbaReduction,
     NumbaLinalg,
     NumbaNormalization,
+    NumbaOptimizers,
     NumbaPooling,
     NumbaShape,
 ):
