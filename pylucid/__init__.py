@@ -8,7 +8,7 @@
 tensor([-5.7708,  0.    ,  1.082 ])
 """
 
-from pylucid import amp, backends, graph, memory, nn, ops, optim
+from pylucid import amp, backends, graph, memory, nn, ops, optim, utils
 from pylucid.amp import autocast
 from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pylucid.factories import (
@@ -24,10 +24,20 @@ from pylucid.factories import (
     ones,
     ones_like,
     rand,
+    randint,
     randn,
+    randperm,
     tensor,
     zeros,
     zeros_like,
+)
+from pylucid.generator import (
+    Generator,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    seed,
+    set_rng_state,
 )
 from pylucid.graph import (
     enable_grad,
@@ -72,6 +82,7 @@ _PUBLIC_OPS = [
 
 __all__ = [
     "DType",
+    "Generator",
     "Tensor",
     "amp",
     "autocast",
@@ -81,6 +92,7 @@ __all__ = [
     "arange",
     "backends",
     "bool",
+    "default_generator",
     "empty",
     "empty_like",
     "enable_grad",
@@ -91,8 +103,10 @@ __all__ = [
     "full",
     "full_like",
     "get_num_threads",
+    "get_rng_state",
     "graph",
     "inference_mode",
+    "initial_seed",
     "int32",
     "int64",
     "is_grad_enabled",
@@ -105,11 +119,16 @@ __all__ = [
     "ones_like",
     "ops",
     "rand",
+    "randint",
     "randn",
+    "randperm",
+    "seed",
     "set_grad_enabled",
     "set_num_threads",
+    "set_rng_state",
     "tensor",
     "zeros",
+    "utils",
     "zeros_like",
     *_PUBLIC_OPS,
 ]

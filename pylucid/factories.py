@@ -1,8 +1,9 @@
 """Tensor factories: ``tensor``, ``zeros``, ``ones``, ``full``, ``arange``, ``rand``, ...
 
 ``device`` accepts ``"cpu"``, ``"gpu"`` or a backend name; without it the current backend
-is used (see :func:`pylucid.backends.current`). Random factories draw from one NumPy
-generator seeded by :func:`manual_seed`, so a seed gives the same numbers on every backend.
+is used (see :func:`pylucid.backends.current`). Random factories draw on the host from a
+:class:`pylucid.Generator` (``generator=``, else the default one that :func:`manual_seed`
+seeds), so a seed gives the same numbers on every backend.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from pylucid import backends
 from pylucid.backends.base import Backend
 from pylucid.dtypes import DType, as_dtype, bool_, default_float, float32, int64
+from pylucid.generator import Generator, default_generator, draw_source
 from pylucid.tensor import Tensor
 
 __all__ = [
@@ -34,10 +36,10 @@ __all__ = [
     "arange",
     "rand",
     "randn",
+    "randint",
+    "randperm",
     "manual_seed",
 ]
-
-_rng = np.random.default_rng()
 
 
 def _backend(device: str | None) -> Backend:
@@ -350,46 +352,168 @@ def arange(
     return _wrap(np.arange(start, stop, step, dtype=dtype.numpy), dtype, device, requires_grad)
 
 
-def manual_seed(seed: int) -> None:
-    """Seed the generator behind :func:`rand` and :func:`randn`."""
-    global _rng
-    _rng = np.random.default_rng(seed)
+def manual_seed(seed: int) -> Generator:
+    """Seed :data:`pylucid.default_generator`, behind the random factories and the samplers
+    of :mod:`pylucid.utils.data` when they are given no ``generator``; return it.
+
+    Raises
+    ------
+    TypeError
+        For a seed that is not an integer.
+    ValueError
+        For a seed outside ``-2**63..2**64 - 1``.
+    """
+    return default_generator.manual_seed(seed)
 
 
-def _random(kind: str, shape: tuple[Any, ...], dtype: Any, device: str | None, rg: bool) -> Tensor:
+def _random(
+    kind: str,
+    shape: tuple[Any, ...],
+    dtype: Any,
+    device: str | None,
+    rg: bool,
+    generator: Generator | None,
+) -> Tensor:
+    source = draw_source(generator, kind)
     dtype = as_dtype(dtype)
     if not dtype.is_floating_point:
         raise TypeError(f"{kind}: dtype must be floating, got {dtype.name}")
     shape = _shape(shape)
     if not dtype.is_half:
-        draw = _rng.random if kind == "rand" else _rng.standard_normal
+        draw = source.random if kind == "rand" else source.standard_normal
         return _wrap(draw(shape, dtype=dtype.numpy), dtype, device, rg)
     # NumPy draws float32 and float64 only. A half rand takes the multiples of 2**-p below 1
     # (p: the dtype's significand bits), each exact, so rounding never gives 1; a half randn
     # rounds float32 draws.
     if kind == "rand":
         bits = ml_dtypes.finfo(dtype.numpy).nmant + 1  # NumPy's finfo knows no bfloat16
-        drawn = _rng.integers(0, 1 << bits, size=shape) * 2.0**-bits
+        drawn = source.integers(0, 1 << bits, size=shape) * 2.0**-bits
     else:
-        drawn = _rng.standard_normal(shape, dtype=np.float32)
+        drawn = source.standard_normal(shape, dtype=np.float32)
     return _wrap(drawn.astype(dtype.numpy), dtype, device, rg)
 
 
 def rand(
     *shape: Any,
+    generator: Generator | None = None,
     dtype: DType | Any = float32,
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    """Uniform samples in [0, 1)."""
-    return _random("rand", shape, dtype, device, requires_grad)
+    """Uniform samples in [0, 1), drawn from ``generator`` (default:
+    :data:`pylucid.default_generator`)."""
+    return _random("rand", shape, dtype, device, requires_grad, generator)
 
 
 def randn(
     *shape: Any,
+    generator: Generator | None = None,
     dtype: DType | Any = float32,
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    """Standard normal samples."""
-    return _random("randn", shape, dtype, device, requires_grad)
+    """Standard normal samples, drawn from ``generator`` (default:
+    :data:`pylucid.default_generator`)."""
+    return _random("randn", shape, dtype, device, requires_grad, generator)
+
+
+def _integer_dtype(op: str, dtype: Any, largest: int, smallest: int = 0) -> DType:
+    """``dtype`` checked to be integer or floating and, if integer, to hold
+    ``smallest..largest``."""
+    dtype = as_dtype(dtype)
+    if dtype is bool_:
+        raise TypeError(f"{op}: dtype must be an integer or floating dtype, got bool")
+    if not dtype.is_floating_point:
+        limits = np.iinfo(dtype.numpy)
+        if smallest < limits.min or largest > limits.max:
+            raise ValueError(
+                f"{op}: the values {smallest}..{largest} do not fit {dtype.name} (range "
+                f"{limits.min}..{limits.max})"
+            )
+    return dtype
+
+
+def _require_int(op: str, name: str, value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{op}: {name} must be an integer, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def randint(
+    low: int,
+    high: int | Sequence[int] | None = None,
+    size: Sequence[int] | int | None = None,
+    *,
+    generator: Generator | None = None,
+    dtype: DType | Any = int64,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Integers drawn uniformly from ``low..high - 1``, as ``torch.randint``.
+
+    Called as ``randint(low, high, size)``, ``randint(high, size)`` or
+    ``randint(high, size=size)`` (``low`` is then 0).
+
+    Parameters
+    ----------
+    low, high : int
+        The range: ``low`` included, ``high`` excluded.
+    size : sequence of int
+        The shape.
+    generator : Generator, optional
+        Draw from it instead of :data:`pylucid.default_generator`.
+    dtype : dtype
+        int64 by default; a floating dtype holds the drawn integers as floats.
+
+    Raises
+    ------
+    ValueError
+        Unless ``low < high``, or when ``dtype`` cannot hold the range.
+    TypeError
+        For bounds that are not integers, or a missing ``size``.
+    """
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
+        low, high, size = 0, low, high
+    elif high is None:  # randint(high, size=size)
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: missing the size argument, e.g. randint(0, 10, (3,))")
+    low, high = _require_int("randint", "low", low), _require_int("randint", "high", high)
+    if low >= high:
+        raise ValueError(f"randint: expected low < high, got low={low} and high={high}")
+    dtype = _integer_dtype("randint", dtype, high - 1, low)
+    shape = _shape((size,) if isinstance(size, (int, np.integer)) else (tuple(size),))
+    drawn = draw_source(generator, "randint").integers(low, high, size=shape, dtype=np.int64)
+    return _wrap(drawn.astype(dtype.numpy), dtype, device, requires_grad)
+
+
+def randperm(
+    n: int,
+    *,
+    generator: Generator | None = None,
+    dtype: DType | Any = int64,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A random permutation of ``0..n - 1``, as ``torch.randperm``.
+
+    Parameters
+    ----------
+    n : int
+        How many integers (non-negative).
+    generator : Generator, optional
+        Draw from it instead of :data:`pylucid.default_generator`.
+    dtype : dtype
+        int64 by default.
+
+    Raises
+    ------
+    ValueError
+        For a negative ``n``, or when ``dtype`` cannot hold ``n - 1``.
+    """
+    n = _require_int("randperm", "n", n)
+    if n < 0:
+        raise ValueError(f"randperm: n must be non-negative, got {n}")
+    dtype = _integer_dtype("randperm", dtype, max(n - 1, 0))
+    drawn = draw_source(generator, "randperm").permutation(n)
+    return _wrap(drawn.astype(dtype.numpy), dtype, device, requires_grad)
