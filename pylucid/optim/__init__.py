@@ -6,10 +6,11 @@ Each step is one fused pass per parameter (:mod:`pylucid.ops.updates`); nothing 
 to a backend.
 """
 
+from pylucid.optim import lr_scheduler
 from pylucid.optim.adagrad import Adagrad
 from pylucid.optim.adam import Adam, AdamW
 from pylucid.optim.optimizer import Optimizer
 from pylucid.optim.rmsprop import RMSprop
 from pylucid.optim.sgd import SGD
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop"]
+__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "lr_scheduler"]
