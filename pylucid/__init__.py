@@ -46,6 +46,7 @@ from pylucid.graph import (
     no_grad,
     set_grad_enabled,
 )
+from pylucid.interop import asarray, from_dlpack
 from pylucid.kernels.parallel import get_num_threads, set_num_threads
 from pylucid.ops import FAMILIES as _OP_FAMILIES
 from pylucid.ops.activations import *  # noqa: F403
@@ -67,6 +68,7 @@ from pylucid.ops.shape import *  # noqa: F403
 from pylucid.ops.softmax_family import *  # noqa: F403
 from pylucid.ops.sorting import *  # noqa: F403
 from pylucid.ops.unary import *  # noqa: F403
+from pylucid.serialization import load, save
 from pylucid.tensor import Tensor
 
 bool = bool_  # noqa: A001  (pl.bool, as torch.bool)
@@ -90,6 +92,7 @@ __all__ = [
     "float16",
     "optim",
     "arange",
+    "asarray",
     "backends",
     "bool",
     "default_generator",
@@ -99,6 +102,7 @@ __all__ = [
     "eye",
     "float32",
     "float64",
+    "from_dlpack",
     "from_numpy",
     "full",
     "full_like",
@@ -111,6 +115,7 @@ __all__ = [
     "int64",
     "is_grad_enabled",
     "linspace",
+    "load",
     "manual_seed",
     "memory",
     "nn",
@@ -122,6 +127,7 @@ __all__ = [
     "randint",
     "randn",
     "randperm",
+    "save",
     "seed",
     "set_grad_enabled",
     "set_num_threads",

@@ -208,6 +208,32 @@ class Tensor:
         return self.grad_fn is None
 
     @property
+    def data(self) -> Tensor:
+        """The values outside the graph (:meth:`detach`). Assigning a tensor makes its
+        storage, dtype, shape and device this tensor's, keeping its identity and autograd
+        flags, as PyTorch's ``x.data = y`` (what ``Module.to`` does to parameters); like
+        PyTorch's, the assignment is invisible to autograd, and views taken before keep the
+        old memory."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, not {type(value).__name__}")
+        if self._base is not None:
+            raise RuntimeError(
+                f"cannot assign .data of a view (shape {self._shape}): it shares its base's "
+                f"memory; assign the base's .data, or copy_ into the view"
+            )
+        if self._requires_grad and not value._dtype.is_floating_point:
+            raise TypeError(
+                f"data: a tensor that requires grad cannot take {value._dtype.name} values"
+            )
+        self._storage, self._backend = value._storage, value._backend
+        self._dtype, self._shape = value._dtype, value._shape
+        self._version, self._views = VersionCounter(), None  # old views keep the old memory
+
+    @property
     def grad(self) -> Tensor | None:
         """The accumulated gradient (None before the first backward that reaches it)."""
         return self._grad
@@ -508,6 +534,11 @@ class Tensor:
                 f"be given to NumPy without a copy"
             )
         if dtype is not None and values.dtype != dtype:
+            if copy is False:
+                raise ValueError(
+                    f"np.asarray(copy=False): the tensor is {self._dtype.name}; giving it as "
+                    f"{np.dtype(dtype)} needs a copy"
+                )
             return values.astype(dtype)
         return np.array(values, copy=True) if copy else values
 

@@ -1,0 +1,444 @@
+"""Checkpoints without pickle: :func:`save` and :func:`load` in the safetensors format.
+
+A checkpoint is a *state dict*: a tensor, or dicts (str or int keys), lists and tuples
+nesting tensors, Python numbers (bool, int, float), None and strings. Loading runs no code
+from the file, so a checkpoint from an untrusted source can be read safely.
+
+On-disk format
+--------------
+The file is a plain safetensors file, written by the ``safetensors`` package, so
+``safetensors.numpy.load_file`` and ``mlx.core.load`` read its tensors (MLX 0.32 refuses
+float64 ones).
+
+*Tensor keys.* For a flat dict of str to Tensor (a model's ``state_dict()``) the keys are
+exactly the dict's keys: ``{"0.weight": T}`` is stored under ``"0.weight"``. Otherwise a
+tensor is stored under the path of keys and list indices that leads to it, joined by
+``/``: ``{"state": {0: {"exp_avg": T}}}`` gives ``"state/0/exp_avg"``. Within a path
+component ``%`` is written ``%25`` and ``/`` ``%2F``, and a string key that reads as an
+integer has its first character escaped (``"7"`` is ``"%37"``), so a component that reads
+as an integer is an int key or a list index and no two paths give one key. A tensor saved
+on its own is stored as ``"tensor"``.
+
+*Structure.* The safetensors ``__metadata__`` holds one entry, ``"pylucid"``: the JSON text
+of ``{"version": 1, "root": NODE}``, where a NODE is
+
+- ``null``, ``true`` / ``false``, an integer, a finite float (a JSON number with a ``.``
+  or an exponent), a string, or a JSON array of NODEs (a Python list);
+- ``{"float": "nan" | "inf" | "-inf"}``;
+- ``{"tuple": [NODE, ...]}``;
+- ``{"dict": [[KEY, NODE], ...]}``, each KEY a string or an integer, in the dict's order;
+- ``{"tensor": NAME, "device": "cpu" | "gpu"}``: the tensor stored under NAME, saved from
+  that device; a later occurrence of the same Tensor object adds ``"same_as": FIRST``, the
+  NAME of the first.
+
+Semantics
+---------
+- Tensors are saved contiguous and bit for bit (NaN payloads, -0.0) in their dtype. A
+  tensor that requires grad, or was computed by an op, is saved by value and loads as a
+  leaf that does not require grad, as ``torch.load`` gives plain tensors for a state dict:
+  call ``requires_grad_()`` on it, or load the values into parameters.
+- The same Tensor object reached twice (tied weights) is stored twice, so that every key
+  reads back with safetensors alone, and loads as one Tensor object at both places.
+  Distinct tensors that share memory (views) are stored and loaded as independent tensors.
+- Subclasses load as their base type: a ``Counter`` or ``OrderedDict`` as a dict, an
+  ``nn.Parameter``-like Tensor subclass as a Tensor, a float subclass as a float.
+- :func:`load` reads only the tensors the structure names (others in the file are
+  ignored).
+- A safetensors file from another writer (PyTorch, MLX, Hugging Face) has no ``"pylucid"``
+  entry: it loads as a flat dict of name to Tensor, on ``device`` (``"cpu"`` by default).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import uuid
+from typing import Any
+
+import numpy as np
+
+from pylucid import backends
+from pylucid.backends.base import Backend
+from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
+from pylucid.tensor import Tensor
+
+__all__ = ["save", "load"]
+
+#: The metadata entry holding the structure, and the version of its scheme.
+METADATA_KEY = "pylucid"
+FORMAT_VERSION = 1
+#: The key of a tensor saved on its own.
+ROOT_TENSOR_KEY = "tensor"
+#: The largest header safetensors reads (its ``MAX_HEADER_SIZE``): a bigger one saves, but
+#: cannot be loaded.
+MAX_HEADER_BYTES = 100_000_000
+#: safetensors dtype strings to pylucid dtypes (the ones pylucid holds).
+_DTYPES: dict[str, DType] = {
+    "BOOL": bool_,
+    "I32": int32,
+    "I64": int64,
+    "F16": float16,
+    "BF16": bfloat16,
+    "F32": float32,
+    "F64": float64,
+}
+_INTEGER = re.compile(r"-?[0-9]+")
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _safetensors() -> Any:
+    """The ``safetensors`` package, imported on first use (pylucid imports without it)."""
+    try:
+        import safetensors.numpy
+    except ImportError:
+        raise ImportError(
+            "pylucid.save and pylucid.load need the safetensors package: pip install safetensors"
+        ) from None
+    return safetensors
+
+
+# -- saving ---------------------------------------------------------------------------------
+def save(obj: Any, path: str | os.PathLike[str]) -> None:
+    """Save a tensor or a state dict to ``path`` as a safetensors file (no pickle).
+
+    The file is written to a temporary file in the same directory and then renamed onto
+    ``path``, so a crash mid-save leaves any earlier file under the name intact. See the
+    module documentation for the keys and the metadata scheme.
+
+    Parameters
+    ----------
+    obj : Tensor, dict, list, tuple, bool, int, float, str or None
+        The object: tensors, nested in dicts (str or int keys), lists and tuples, with
+        Python numbers, None and strings (a model's, optimizer's or scheduler's state
+        dict).
+    path : str or os.PathLike
+        The file to write (replaced if it exists).
+
+    Raises
+    ------
+    TypeError
+        For an object of another type (a lambda, a set, a NumPy array) or a dict key that
+        is not a str or an int; the message names its path in ``obj``.
+    ValueError
+        For an object that contains itself, a tensor whose key would be ``"__metadata__"``,
+        or a structure too large for a safetensors header (100 MB).
+    FileNotFoundError
+        If the directory of ``path`` does not exist.
+    """
+    target = os.fspath(path)
+    safetensors = _safetensors()
+    encoder = _Encoder(flat=_is_flat_state_dict(obj))
+    root = encoder.encode(obj, (), "obj")
+    header = json.dumps({"version": FORMAT_VERSION, "root": root}, allow_nan=False)
+    directory = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"save: the directory {directory!r} of {target!r} does not exist")
+    name = f".{os.path.basename(target)[:120]}.{uuid.uuid4().hex}.tmp"
+    temporary = os.path.join(directory, name)
+    try:
+        with open(temporary, "xb"):  # created with the umask's mode, as open() gives
+            pass
+        safetensors.numpy.save_file(encoder.arrays, temporary, metadata={METADATA_KEY: header})
+        with open(temporary, "rb+") as written:
+            length = int.from_bytes(written.read(8), "little")
+            if length > MAX_HEADER_BYTES:
+                raise ValueError(
+                    f"save: the header of {target!r} would take {length} bytes, more than the "
+                    f"{MAX_HEADER_BYTES} safetensors reads; hold long lists of numbers in "
+                    f"tensors"
+                )
+            os.fsync(written.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def _is_flat_state_dict(obj: Any) -> bool:
+    """Whether ``obj`` is a non-empty dict of str to Tensor, stored under its own keys."""
+    return (
+        isinstance(obj, dict)
+        and bool(obj)
+        and all(type(k) is str and isinstance(v, Tensor) for k, v in obj.items())
+    )
+
+
+def _component(key: str | int) -> str:
+    """A dict key or list index as a component of a tensor key (see the module docs)."""
+    if isinstance(key, int):
+        return str(key)
+    escaped = key.replace("%", "%25").replace("/", "%2F")
+    if _INTEGER.fullmatch(escaped):
+        escaped = f"%{ord(escaped[0]):02X}{escaped[1:]}"
+    return escaped
+
+
+class _Encoder:
+    """Walks an object into the JSON structure, collecting its tensors' contiguous values
+    in ``arrays`` under their keys."""
+
+    def __init__(self, flat: bool) -> None:
+        self.flat = flat
+        self.arrays: dict[str, np.ndarray] = {}
+        self._first_key: dict[int, str] = {}  # id(tensor) -> the key of its first place
+        self._open: set[int] = set()  # the containers being walked (for cycles)
+
+    def encode(self, obj: Any, keys: tuple[str | int, ...], where: str) -> Any:
+        if isinstance(obj, Tensor):
+            return self._tensor(obj, keys, where)
+        if obj is None or isinstance(obj, (bool, str)):
+            return obj
+        if isinstance(obj, int):
+            return int(obj)
+        if isinstance(obj, float):
+            value = float(obj)
+            if math.isfinite(value):
+                return value
+            return {"float": "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"}
+        if isinstance(obj, (dict, list, tuple)):
+            if id(obj) in self._open:
+                raise ValueError(f"save: {where} contains itself; a checkpoint is a tree")
+            self._open.add(id(obj))
+            try:
+                return self._container(obj, keys, where)
+            finally:
+                self._open.discard(id(obj))
+        hint = " (convert it with .item() or tolist())" if isinstance(obj, np.generic) else ""
+        raise TypeError(
+            f"save: {where} is a {type(obj).__name__}, which a checkpoint cannot hold{hint}; "
+            f"it holds tensors, dicts, lists, tuples, bool, int, float, str and None"
+        )
+
+    def _container(self, obj: dict | list | tuple, keys: tuple, where: str) -> Any:
+        if isinstance(obj, dict):
+            pairs = []
+            for key, value in obj.items():
+                if type(key) is not str and type(key) is not int:
+                    raise TypeError(
+                        f"save: {where} has the key {key!r} of type {type(key).__name__}; "
+                        f"dict keys must be str or int"
+                    )
+                pairs.append([key, self.encode(value, (*keys, key), f"{where}[{key!r}]")])
+            return {"dict": pairs}
+        items = [self.encode(v, (*keys, i), f"{where}[{i}]") for i, v in enumerate(obj)]
+        return items if isinstance(obj, list) else {"tuple": items}
+
+    def _tensor(self, t: Tensor, keys: tuple[str | int, ...], where: str) -> dict[str, str]:
+        if not keys:
+            key = ROOT_TENSOR_KEY
+        elif self.flat:
+            key = str(keys[0])
+        else:
+            key = "/".join(_component(k) for k in keys)
+        if key == "__metadata__":
+            raise ValueError(
+                f"save: the tensor at {where} would be stored under '__metadata__', a key the "
+                f"safetensors format reserves; rename it"
+            )
+        self.arrays[key] = _exact_contiguous(t)
+        node = {"tensor": key, "device": t.device}
+        first = self._first_key.setdefault(id(t), key)
+        if first != key:
+            node["same_as"] = first
+        return node
+
+
+def _exact_contiguous(t: Tensor) -> np.ndarray:
+    """The tensor's values as a C-contiguous NumPy array with the same bits.
+
+    The mlx backend's ``to_numpy`` converts bfloat16 through float32, which quiets NaN
+    payloads; its bits are read as uint16 instead."""
+    storage = t._storage
+    if t._dtype is bfloat16 and not isinstance(storage, np.ndarray):
+        import mlx.core as mx  # only an mlx tensor gets here
+
+        return np.asarray(np.array(storage.view(mx.uint16)).view(bfloat16.numpy), order="C")
+    return np.asarray(t._backend.to_numpy(storage), order="C")
+
+
+# -- loading --------------------------------------------------------------------------------
+def load(path: str | os.PathLike[str], device: str | None = None) -> Any:
+    """Load what :func:`save` wrote (or any safetensors file) from ``path``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A safetensors file.
+    device : str, optional
+        ``"cpu"``, ``"gpu"`` or a backend name: put every tensor there. By default each
+        tensor goes back to the device it was saved from (``"cpu"`` for a file from another
+        writer).
+
+    Returns
+    -------
+    object
+        The saved object, with dict key types, tuples and numbers as saved. Tensors are
+        leaves that do not require grad; one Tensor object saved at several places is one
+        Tensor object again. A file from another writer gives a dict of name to Tensor.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If the file is not a valid safetensors file (truncated, garbage, a pickle, header
+        or offsets out of range, unknown dtype, shape not matching its bytes), holds a dtype
+        pylucid does not have, or has a ``"pylucid"`` metadata entry that is malformed or
+        names a missing tensor. The message names the file and what is wrong.
+    pylucid.backends.BackendUnavailableError
+        If a tensor's device is not available here (pass ``device="cpu"``).
+    """
+    source = os.fspath(path)
+    safetensors = _safetensors()
+    if not os.path.exists(source):
+        raise FileNotFoundError(f"load: no such file: {source!r}")
+    if os.path.isdir(source):
+        raise IsADirectoryError(f"load: {source!r} is a directory, not a safetensors file")
+    target = None if device is None else _backend(device, f"load: device={device!r}")
+    try:
+        with safetensors.safe_open(source, framework="numpy") as handle:
+            reader = _Reader(source, handle, target)
+            structure = (handle.metadata() or {}).get(METADATA_KEY)
+            if structure is None:
+                return {key: reader.tensor(key, None) for key in handle.keys()}
+            return reader.decode(reader.root(structure), "root")
+    except safetensors.SafetensorError as exc:
+        raise ValueError(
+            f"load: {source!r} is not a valid safetensors file: {exc}{_diagnosis(source)}"
+        ) from None
+    except RecursionError:
+        raise ValueError(
+            f"load: {source!r}: the {METADATA_KEY!r} metadata nests too deeply"
+        ) from None
+
+
+def _diagnosis(path: str) -> str:
+    """What the start of a file that safetensors refused says: a known other format, or a
+    header length the file cannot hold."""
+    with open(path, "rb") as file:
+        start = file.read(8)
+        size = file.seek(0, os.SEEK_END)
+    if start.startswith(b"PK\x03\x04"):
+        return (
+            " (it is a zip archive, such as a torch.save checkpoint; pylucid reads only "
+            "safetensors, which runs no code)"
+        )
+    if start[:1] == b"\x80":
+        return " (it looks like a pickle; pylucid reads only safetensors, which runs no code)"
+    if size < 8:
+        return f" (the file has {size} bytes; a safetensors file starts with an 8-byte length)"
+    length = int.from_bytes(start, "little")
+    if length > size - 8:
+        return f" (its first 8 bytes give a header of {length} bytes; the file has {size})"
+    return ""
+
+
+def _backend(device: str, where: str) -> Backend:
+    try:
+        return backends.resolve(device)
+    except backends.BackendUnavailableError as exc:
+        raise backends.BackendUnavailableError(
+            f"{where}: {exc}; pass device='cpu' to load the tensors on the CPU"
+        ) from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+class _Reader:
+    """Decodes the structure of one open file, reading each tensor once."""
+
+    def __init__(self, path: str, handle: Any, device: Backend | None) -> None:
+        self.path, self.handle, self.device = path, handle, device
+        self.keys = set(handle.keys())
+        self.loaded: dict[str, Tensor] = {}
+
+    def fail(self, where: str, problem: str) -> ValueError:
+        return ValueError(
+            f"load: {self.path!r}: the {METADATA_KEY!r} metadata at {where} {problem}"
+        )
+
+    def root(self, text: str) -> Any:
+        try:
+            header = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(
+                f"load: {self.path!r}: the {METADATA_KEY!r} metadata is not valid JSON ({exc})"
+            ) from None
+        if not isinstance(header, dict) or set(header) != {"version", "root"}:
+            raise ValueError(
+                f"load: {self.path!r}: the {METADATA_KEY!r} metadata must be an object with "
+                f"'version' and 'root'"
+            )
+        if header["version"] != FORMAT_VERSION:
+            raise ValueError(
+                f"load: {self.path!r}: checkpoint format version {header['version']!r}; this "
+                f"pylucid reads version {FORMAT_VERSION}"
+            )
+        return header["root"]
+
+    def decode(self, node: Any, where: str) -> Any:
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, list):
+            return [self.decode(v, f"{where}[{i}]") for i, v in enumerate(node)]
+        if not isinstance(node, dict) or len(node) == 0:
+            raise self.fail(where, f"is {json.dumps(node)[:60]}, not a node")
+        if "tensor" in node:
+            return self._tensor_node(node, where)
+        (kind, value), *rest = node.items()
+        if rest or kind not in ("float", "tuple", "dict"):
+            raise self.fail(where, f"has the unknown form {sorted(node)}")
+        if kind == "float":
+            if value not in _NON_FINITE:
+                raise self.fail(where, f"has the float {value!r}; expected nan, inf or -inf")
+            return _NON_FINITE[value]
+        if not isinstance(value, list):
+            raise self.fail(where, f"holds a {kind} that is not a JSON array")
+        if kind == "tuple":
+            return tuple(self.decode(v, f"{where}[{i}]") for i, v in enumerate(value))
+        result: dict[str | int, Any] = {}
+        for pair in value:
+            if not (isinstance(pair, list) and len(pair) == 2) or type(pair[0]) not in (str, int):
+                entry = json.dumps(pair)[:60]
+                raise self.fail(where, f"has the entry {entry}, not [str or int key, node]")
+            key = pair[0]
+            result[key] = self.decode(pair[1], f"{where}[{key!r}]")
+        return result
+
+    def _tensor_node(self, node: dict[str, Any], where: str) -> Tensor:
+        key, device, first = node.get("tensor"), node.get("device"), node.get("same_as", None)
+        if (
+            set(node) - {"tensor", "device", "same_as"}
+            or not isinstance(key, str)
+            or not isinstance(device, str)
+            or not isinstance(first, (str, type(None)))
+        ):
+            raise self.fail(where, f"is a malformed tensor reference {json.dumps(node)[:80]}")
+        if first is not None:
+            if first not in self.loaded:
+                raise self.fail(where, f"names {first!r} as the same tensor, not loaded before")
+            return self.loaded[first]
+        if key not in self.keys:
+            raise self.fail(where, f"names the tensor {key!r}, which the file does not hold")
+        self.loaded[key] = tensor = self.tensor(key, device)
+        return tensor
+
+    def tensor(self, key: str, saved_device: str | None) -> Tensor:
+        """The tensor stored under ``key`` on the load device, else ``saved_device``."""
+        stored = self.handle.get_slice(key).get_dtype()
+        dtype = _DTYPES.get(stored)
+        if dtype is None:
+            supported = ", ".join(f"{k} ({d.name})" for k, d in _DTYPES.items())
+            raise ValueError(
+                f"load: {self.path!r}: the tensor {key!r} has the safetensors dtype {stored}, "
+                f"which pylucid does not hold; it holds {supported}"
+            )
+        backend = self.device
+        if backend is None:
+            where = f"load: {self.path!r}: the tensor {key!r} saved on {saved_device!r}"
+            backend = _backend(saved_device or "cpu", where)
+        array = self.handle.get_tensor(key)  # a private, writable, C-contiguous copy
+        return Tensor._make(backend.from_numpy(array, dtype), backend, dtype)
