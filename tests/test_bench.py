@@ -259,11 +259,16 @@ PEERS = pytest.mark.parametrize(
 def test_programs_compute_what_pylucid_computes(library: str, module_name: str) -> None:
     module = pytest.importorskip(module_name, reason=f"{library} is not installed: optional")
     # Each call of a step updates the parameters: the second call checks the update too.
+    # train_mlp's dropout draws each library's own masks (p = 0.1 of 128 units): its
+    # losses agree to a few percent; every other program to float32's rounding.
     for scenario in programs.SCENARIOS:
         want = programs.build_program(scenario, "pylucid")
         got = programs.build_program(scenario, library, module)
         want_values = [want().item() for _ in range(2)]
-        assert [got().item() for _ in range(2)] == pytest.approx(want_values, rel=1e-5), scenario
+        relative = 0.05 if scenario == "train_mlp" else 1e-5
+        assert [got().item() for _ in range(2)] == pytest.approx(want_values, rel=relative), (
+            scenario
+        )
 
 
 @PEERS

@@ -19,6 +19,9 @@ program on the same seeded data and initial weights:
 the layer scenarios of :mod:`pylucid.bench.layers`
     One layer's forward and backward (conv2d, max_pool2d, layer_norm, cross_entropy). Per
     call.
+the training scenarios of :mod:`pylucid.bench.training`
+    One step of a PyTorch-style training script (``nn`` modules, DataLoader, AdamW, a
+    cosine schedule, ``clip_grad_norm_``): an MLP and a CNN. Per step.
 
 pylucid and PyTorch run the program eagerly through their autograd (PyTorch on
 ``threads`` threads); MLX, which is lazy, runs ``mx.value_and_grad`` of the same loss and
@@ -67,6 +70,7 @@ from pylucid.bench.cases import load_libraries
 from pylucid.bench.layers import LAYER_SCENARIOS, build_layer_program
 from pylucid.bench.report import format_time
 from pylucid.bench.timing import Measurement, TimerConfig, measure
+from pylucid.bench.training import TRAINING_SCENARIOS, build_training_program
 
 __all__ = [
     "CHAIN_LINKS",
@@ -164,6 +168,7 @@ SCENARIOS: dict[str, Scenario] = {
             "64 x 10 + bias on 1797 x 64 float64, full batch: loss, backward, SGD",
         ),
         *(Scenario(name, "call", 1, text) for name, text in LAYER_SCENARIOS.items()),
+        *(Scenario(name, "step", 1, text) for name, text in TRAINING_SCENARIOS.items()),
     )
 }
 
@@ -368,6 +373,8 @@ def build_program(scenario: str, library: str, module: Any = pl) -> Callable[[],
         raise ValueError(f"unknown scenario {scenario!r}; choose from {tuple(SCENARIOS)}")
     if scenario in LAYER_SCENARIOS:
         return build_layer_program(scenario, library, module)
+    if scenario in TRAINING_SCENARIOS:
+        return build_training_program(scenario, library, module)
     ops = _library_ops(library, module)
     if scenario.startswith("chain_"):
         backward = scenario == "chain_forward_backward"

@@ -24,12 +24,13 @@ def _in_place(arrays: tuple[np.ndarray | None, ...]) -> bool:
     )
 
 
-def _run(kernel: kernels.UpdateKernel, param: np.ndarray, grad: np.ndarray,
-         states: tuple[np.ndarray | None, ...], scalars: tuple[float, ...],
-         flags: tuple[bool, ...]) -> tuple[np.ndarray | None, ...]:  # fmt: skip
-    """Run ``kernel(param, grad, *states, *scalars, *flags)``; return the updated
-    ``(param, *states)`` (the arrays themselves where the update ran in place)."""
-    compute = np.dtype(np.float32) if half_dtype_code(param.dtype) is not None else param.dtype
+def _run(kernel: kernels.UpdateKernel, choices: tuple[bool, ...], param: np.ndarray,
+         grad: np.ndarray, states: tuple[np.ndarray | None, ...],
+         scalars: tuple[float, ...]) -> tuple[np.ndarray | None, ...]:  # fmt: skip
+    """Run ``kernel`` (variant ``choices``) on ``param``, ``grad``, ``states`` and
+    ``scalars``; return the updated ``(param, *states)`` (the arrays themselves where the
+    update ran in place)."""
+    compute = _compute_dtype(param)
     in_place = _in_place((param, *states))
     if in_place:
         work = [None if a is None else a.reshape(-1) for a in (param, *states)]
@@ -38,14 +39,13 @@ def _run(kernel: kernels.UpdateKernel, param: np.ndarray, grad: np.ndarray,
             None if a is None else np.array(a, dtype=compute, order="C").reshape(-1)
             for a in (param, *states)
         ]
-    flat_grad = np.ascontiguousarray(grad, dtype=compute).reshape(-1)
     unused = np.empty(0, compute)
     kernel(
+        choices,
         work[0],
-        flat_grad,
+        np.ascontiguousarray(grad, dtype=compute).reshape(-1),
         *[unused if w is None else w for w in work[1:]],
         *[compute.type(s) for s in scalars],
-        *flags,
     )
     if in_place:
         return (param, *states)
@@ -55,30 +55,45 @@ def _run(kernel: kernels.UpdateKernel, param: np.ndarray, grad: np.ndarray,
     )
 
 
+def _compute_dtype(param: np.ndarray) -> np.dtype:
+    return np.dtype(np.float32) if half_dtype_code(param.dtype) is not None else param.dtype
+
+
+def _weight(param: np.ndarray, weight: float) -> np.generic:
+    """A lerp weight rounded to the compute dtype (``1 - weight`` is computed there)."""
+    return _compute_dtype(param).type(weight)
+
+
 class NumbaOptimizers:
     """Primitives of the ``optimizers`` family on the numba backend."""
 
     def sgd_update(self, p, g, buf, lr, momentum, dampening, weight_decay, nesterov, maximize,
                    first):  # fmt: skip
-        scalars = (-lr, momentum, 1 - dampening, weight_decay)
-        return _run(kernels.SGD, p, g, (buf,), scalars, (nesterov, maximize, first))
+        choices = (momentum != 0, nesterov, weight_decay != 0)
+        scalars = (-1.0 if maximize else 1.0, -lr, 0.0 if first else momentum,
+                   1.0 if first else 1 - dampening, momentum, weight_decay)  # fmt: skip
+        return _run(kernels.SGD, choices, p, g, (buf,), scalars)
 
     def adam_update(self, p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, beta1, beta2, step_size,
                     bias_correction2_sqrt, eps, weight_decay, decay, amsgrad,
                     maximize):  # fmt: skip
-        weight = np.dtype(p.dtype if p.dtype in _NATIVE else np.float32).type(1 - beta1)
-        scalars = (weight, 1 - weight, beta2, 1 - beta2, -step_size, bias_correction2_sqrt, eps,
-                   weight_decay, 1.0 if decay is None else decay)  # fmt: skip
-        flags = (decay is not None, amsgrad, maximize)
+        weight = _weight(p, 1 - beta1)
+        choices = (weight_decay != 0 and decay is None, amsgrad, abs(weight) < 0.5)
+        scalars = (-1.0 if maximize else 1.0, weight, 1 - weight, beta2, 1 - beta2, -step_size,
+                   bias_correction2_sqrt, eps, weight_decay,
+                   1.0 if decay is None or weight_decay == 0 else decay)  # fmt: skip
         states = (exp_avg, exp_avg_sq, max_exp_avg_sq)
-        return _run(kernels.ADAM, p, g, states, scalars, flags)
+        return _run(kernels.ADAM, choices, p, g, states, scalars)
 
     def rmsprop_update(self, p, g, square_avg, grad_avg, buf, lr, alpha, eps, weight_decay,
                        momentum, centered, maximize):  # fmt: skip
-        weight = np.dtype(p.dtype if p.dtype in _NATIVE else np.float32).type(1 - alpha)
-        scalars = (-lr, alpha, 1 - alpha, weight, 1 - weight, eps, weight_decay, momentum)
+        weight = _weight(p, 1 - alpha)
+        choices = (weight_decay != 0, centered, momentum > 0, abs(weight) < 0.5)
+        scalars = (-1.0 if maximize else 1.0, -lr, alpha, 1 - alpha, weight, 1 - weight, eps,
+                   weight_decay, momentum)  # fmt: skip
         states = (square_avg, grad_avg, buf)
-        return _run(kernels.RMSPROP, p, g, states, scalars, (centered, maximize))
+        return _run(kernels.RMSPROP, choices, p, g, states, scalars)
 
     def adagrad_update(self, p, g, state_sum, clr, eps, weight_decay, maximize):
-        return _run(kernels.ADAGRAD, p, g, (state_sum,), (-clr, eps, weight_decay), (maximize,))
+        scalars = (-1.0 if maximize else 1.0, -clr, eps, weight_decay)
+        return _run(kernels.ADAGRAD, (weight_decay != 0,), p, g, (state_sum,), scalars)
