@@ -85,7 +85,7 @@ class GradScaler:
             )
         found_inf = False
         inverse = 1.0 / self._scale
-        for p in optimizer.params:
+        for p in (p for group in optimizer.param_groups for p in group["params"]):
             if p.grad is None:
                 continue
             values = p.grad.to("float32") if p.grad.dtype.is_half else p.grad
