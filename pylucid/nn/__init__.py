@@ -1,10 +1,14 @@
-"""Neural-network building blocks under PyTorch's names: :mod:`pylucid.nn.functional`.
+"""Neural-network building blocks under PyTorch's names: :class:`Module` and the layers
+(``nn.Linear``, ``nn.Conv2d``, ``nn.LayerNorm``, ...), :class:`Parameter`, the containers,
+losses and activations as modules, :mod:`~pylucid.nn.init`, :mod:`~pylucid.nn.utils` and
+:mod:`~pylucid.nn.functional` (``import pylucid.nn.functional as F``).
 
-``import pylucid.nn.functional as F`` gives the losses and activations a PyTorch user
-reaches for (``F.cross_entropy``, ``F.mse_loss``, ``F.relu``); modules (``nn.Linear``) are
-not here yet.
+Everything here is built on pylucid's ops; nothing talks to a backend.
 """
 
-from pylucid.nn import functional
+from pylucid.nn import functional, init, utils
+from pylucid.nn.modules import *  # noqa: F403
+from pylucid.nn.modules import __all__ as _modules
+from pylucid.nn.parameter import Parameter
 
-__all__ = ["functional"]
+__all__ = ["Parameter", "functional", "init", "utils", *_modules]

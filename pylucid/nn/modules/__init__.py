@@ -1,0 +1,40 @@
+"""The layer modules of :mod:`pylucid.nn`, one module per family (as ``torch.nn.modules``)."""
+
+from pylucid.nn.modules.activation import (
+    ELU,
+    GELU,
+    LeakyReLU,
+    LogSoftmax,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
+)
+from pylucid.nn.modules.container import ModuleDict, ModuleList, Sequential
+from pylucid.nn.modules.conv import Conv1d, Conv2d
+from pylucid.nn.modules.dropout import Dropout
+from pylucid.nn.modules.linear import Flatten, Identity, Linear, Unflatten
+from pylucid.nn.modules.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
+from pylucid.nn.modules.module import Module
+from pylucid.nn.modules.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from pylucid.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from pylucid.nn.modules.sparse import Embedding
+
+__all__ = [
+    "ELU", "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss",
+    "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout",
+    "Embedding", "Flatten", "Identity", "L1Loss", "LayerNorm", "LeakyReLU", "Linear",
+    "LogSoftmax", "MSELoss", "MaxPool2d", "Module", "ModuleDict", "ModuleList", "NLLLoss",
+    "ReLU", "SiLU", "Sequential", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh",
+    "Unflatten",
+]  # fmt: skip
