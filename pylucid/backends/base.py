@@ -511,6 +511,14 @@ class Backend(Protocol):
     ) -> tuple[Storage, Storage]:  # fmt: skip
         """Adagrad at the decayed learning rate ``clr``."""
 
+    def norms(self, arrays: list[Storage], order: float, dtype: DType) -> Storage:
+        """The ``order``-norm of each array's elements (``torch.linalg.vector_norm``: inf,
+        -inf, 0, 1, 2 or any p), as a 1-d array of ``dtype`` (all arrays of ``dtype``)."""
+
+    def scale(self, arrays: list[Storage], factor: float, dtype: DType) -> list[Storage]:
+        """Each array times ``factor`` (rounded to ``dtype``), in place where mutable;
+        returns the storages holding the products."""
+
     # -- linalg and shape families ----------------------------------------------------------
     def matmul(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:
         """NumPy's ``a @ b`` (1-d operands promoted, batch dimensions broadcast)."""

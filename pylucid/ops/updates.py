@@ -11,10 +11,20 @@ written.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from pylucid.ops import views
 from pylucid.tensor import Tensor
 
-__all__ = ["adagrad_update_", "adam_update_", "rmsprop_update_", "sgd_update_"]
+__all__ = [
+    "adagrad_update_",
+    "adam_update_",
+    "clip_grads_by_norm_",
+    "rmsprop_update_",
+    "sgd_update_",
+]
 
 
 def _check(op: str, param: Tensor, grad: Tensor, states: dict[str, Tensor | None]) -> None:
@@ -193,3 +203,40 @@ def adagrad_update_(
         param._storage, grad._storage, state_sum._storage, clr, eps, weight_decay, maximize
     )
     _commit((param, state_sum), storages)
+
+
+def clip_grads_by_norm_(
+    grads: list[Tensor], max_norm: float, norm_type: float, error_if_nonfinite: bool
+) -> Tensor:
+    r"""Scale ``grads`` (one backend, one dtype) in place by
+    :math:`\min(1, \text{max\_norm} / (n + 10^{-6}))`, :math:`n` the ``norm_type``-norm of
+    their per-tensor norms (that of all their elements); return :math:`n` (0-d).
+
+    The norms are the backend's (``norms``: BLAS's dot for the 2-norm on the CPU) and the
+    coefficient is computed in the gradients' dtype, as PyTorch's
+    ``clip_grad_norm_``: ``max_norm / (n + 1e-6)`` clamped to 1, rounded at each step.
+    """
+    first = grads[0]
+    be, dtype = first._backend, first.dtype
+    for g in grads:
+        if g._backend is not be or g.dtype is not dtype:
+            raise ValueError(
+                f"clip_grads_by_norm_: the gradients must share one device and dtype; got "
+                f"{dtype.name} on {first.device!r} and {g.dtype.name} on {g.device!r}"
+            )
+        views.check_writable("clip_grads_by_norm_", g)
+    per_tensor = be.norms([g._storage for g in grads], norm_type, dtype)
+    total = be.norms([per_tensor], norm_type, dtype)
+    norm = Tensor._make(be.reshape(total, ()), be, dtype, shape=())
+    value = norm.item()
+    if error_if_nonfinite and not math.isfinite(value):
+        raise RuntimeError(
+            f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+            f"{value}, so they cannot be clipped; set error_if_nonfinite=False to clip anyway"
+        )
+    kind = (np.float32 if dtype.is_half else dtype.numpy).type
+    with np.errstate(all="ignore"):  # (an infinite or nan norm: 0 or nan, as PyTorch's)
+        ratio = kind(max_norm) / (kind(value) + kind(1e-6))
+    coefficient = min(ratio, kind(1.0))  # (min keeps a nan first argument: as clamp)
+    _commit(tuple(grads), be.scale([g._storage for g in grads], float(coefficient), dtype))
+    return norm

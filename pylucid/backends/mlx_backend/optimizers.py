@@ -115,3 +115,23 @@ class MLXOptimizers:
         std = mx.add(mx.sqrt(total, stream=s), eps, stream=s)
         step = mx.divide(mx.multiply(-clr, g32, stream=s), std, stream=s)
         return self._results(p, mx.add(p32, step, stream=s), total)
+
+    def norms(self, arrays, order, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        compute = mx.float32 if dtype.is_half else self._mx_dtype(dtype)
+        values = [
+            mx.linalg.norm(a.astype(compute).reshape(-1), order, stream=s) if a.size else
+            mx.array(0, dtype=compute)
+            for a in arrays
+        ]  # fmt: skip
+        return mx.stack(values, stream=s).astype(self._mx_dtype(dtype))
+
+    def scale(self, arrays, factor, dtype):
+        mx, s = self.mx, self._stream(dtype)
+        compute = mx.float32 if dtype.is_half else self._mx_dtype(dtype)
+        return [
+            mx.multiply(a.astype(compute), mx.array(factor, dtype=compute), stream=s).astype(
+                a.dtype
+            )
+            for a in arrays
+        ]

@@ -97,3 +97,38 @@ class NumbaOptimizers:
     def adagrad_update(self, p, g, state_sum, clr, eps, weight_decay, maximize):
         scalars = (-1.0 if maximize else 1.0, -clr, eps, weight_decay)
         return _run(kernels.ADAGRAD, (weight_decay != 0,), p, g, (state_sum,), scalars)
+
+    def norms(self, arrays, order, dtype):
+        compute = np.float32 if dtype.is_half else dtype.numpy
+        values = np.empty(len(arrays), compute)
+        for i, a in enumerate(arrays):
+            flat = np.ascontiguousarray(a, dtype=compute).reshape(-1)
+            values[i] = _vector_norm(flat, order)
+        return values.astype(dtype.numpy, copy=False)
+
+    def scale(self, arrays, factor, dtype):
+        scaled = []
+        with np.errstate(all="ignore"):  # inf * 0 is nan, silently, as in every primitive
+            for a in arrays:
+                if a.flags.writeable and not dtype.is_half:
+                    scaled.append(np.multiply(a, a.dtype.type(factor), out=a))
+                else:  # (halves: in float32, rounded once, as every primitive does)
+                    scaled.append((a.astype(np.float32) * np.float32(factor)).astype(a.dtype))
+        return scaled
+
+
+def _vector_norm(flat: np.ndarray, order: float) -> np.generic:
+    """``torch.linalg.vector_norm(flat, order)`` of a flat array (2: BLAS's dot)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if order == 2:
+            return np.sqrt(np.dot(flat, flat))
+        magnitude = np.abs(flat)
+        if order == np.inf:
+            return magnitude.max(initial=0)
+        if order == -np.inf:
+            return magnitude.min(initial=np.inf)
+        if order == 0:
+            return np.count_nonzero(flat)
+        if order == 1:
+            return magnitude.sum()
+        return (magnitude**order).sum() ** (1.0 / order)

@@ -9,6 +9,7 @@ from pylucid.graph.grad_mode import no_grad
 from pylucid.ops import abs as absolute
 from pylucid.ops import clamp, stack
 from pylucid.ops.inplace import copy_, mul_
+from pylucid.ops.updates import clip_grads_by_norm_
 from pylucid.tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
@@ -60,6 +61,8 @@ def clip_grad_norm_(
         from pylucid.factories import tensor
 
         return tensor(0.0)
+    if len({(g._backend, g.dtype) for g in grads}) == 1:  # one device and dtype: fused
+        return clip_grads_by_norm_(grads, max_norm, norm_type, error_if_nonfinite)
     with no_grad():
         per_grad = [_norm(g, norm_type) for g in grads]
         devices = {n.device for n in per_grad}
