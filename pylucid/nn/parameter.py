@@ -15,7 +15,9 @@ class Parameter(Tensor):
     it registers in :meth:`~pylucid.nn.Module.parameters`, as ``torch.nn.Parameter``.
 
     ``Parameter(data)`` shares ``data``'s storage (no copy); ops on a parameter give plain
-    tensors.
+    tensors. Unlike PyTorch's, the parameter is not an alias of ``data``: on the numba
+    backend an in-place change of one shows in the other (one NumPy array), on the mlx
+    backend (immutable arrays, each tensor rebinds its own) it does not.
 
     Parameters
     ----------
