@@ -6,9 +6,9 @@ losses and activations as modules, :mod:`~pylucid.nn.init`, :mod:`~pylucid.nn.ut
 Everything here is built on pylucid's ops; nothing talks to a backend.
 """
 
-from pylucid.nn import functional, init, utils
+from pylucid.nn import functional, init, parallel, utils
 from pylucid.nn.modules import *  # noqa: F403
 from pylucid.nn.modules import __all__ as _modules
 from pylucid.nn.parameter import Parameter
 
-__all__ = ["Parameter", "functional", "init", "utils", *_modules]
+__all__ = ["Parameter", "functional", "init", "parallel", "utils", *_modules]

@@ -26,6 +26,7 @@ from pylucid.utils.data.dataset import (
 )
 from pylucid.utils.data.sampler import (
     BatchSampler,
+    DistributedSampler,
     RandomSampler,
     Sampler,
     SequentialSampler,
@@ -39,6 +40,7 @@ __all__ = [
     "ConcatDataset",
     "DataLoader",
     "Dataset",
+    "DistributedSampler",
     "GatheredSamples",
     "IterableDataset",
     "RandomSampler",

@@ -10,6 +10,7 @@ anew.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import Any, Generic, TypeVar
 
@@ -20,6 +21,7 @@ from pylucid.tensor import Tensor
 
 __all__ = [
     "BatchSampler",
+    "DistributedSampler",
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
@@ -40,6 +42,12 @@ def _check_generator(op: str, generator: Any) -> None:
 def _positive_int(op: str, name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{op}: {name} should be a positive integer value, but got {name}={value}")
+    return int(value)
+
+
+def _non_negative_int(op: str, name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{op}: {name} should be a non-negative integer, but got {name}={value!r}")
     return int(value)
 
 
@@ -266,3 +274,100 @@ class BatchSampler(Sampler[list[int]]):
         if self.drop_last:
             return length // self.batch_size
         return (length + self.batch_size - 1) // self.batch_size
+
+
+class DistributedSampler(Sampler[int]):
+    r"""This rank's share of the dataset's indices, as ``torch.utils.data.DistributedSampler``:
+    each of ``num_replicas`` processes iterates a disjoint slice of one order.
+
+    The order is ``0..n - 1`` (``n = len(dataset)``), or with ``shuffle`` a permutation drawn
+    from a :class:`pylucid.Generator` seeded with ``seed + epoch`` (the same on every rank,
+    a new one after :meth:`set_epoch`; pylucid's permutation, not PyTorch's). Each rank takes
+    :math:`s = \lceil n / R \rceil` indices (:math:`R` = ``num_replicas``): without
+    ``drop_last`` the order is padded to :math:`sR` by repeating its first indices (so a rank
+    may see an index twice per epoch); with ``drop_last`` it is cut to
+    :math:`s R` with :math:`s = \lceil (n - R) / R \rceil` when :math:`R` does not divide
+    :math:`n`. Rank :math:`r` takes positions :math:`r, r + R, r + 2R, \dots` of it: the
+    split and the padding equal PyTorch's.
+
+    Parameters
+    ----------
+    dataset : sized
+        The dataset (only its length is read).
+    num_replicas : int, optional
+        The number of processes (default :func:`pylucid.distributed.get_world_size`).
+    rank : int, optional
+        This process's rank, in ``0..num_replicas - 1`` (default
+        :func:`pylucid.distributed.get_rank`).
+    shuffle : bool
+        Permute the indices (each epoch anew, after :meth:`set_epoch`).
+    seed : int
+        The permutation's seed, the same on every rank.
+    drop_last : bool
+        Cut the tail instead of padding, so that every index appears at most once.
+
+    Raises
+    ------
+    ValueError
+        For a ``num_replicas`` that is not a positive integer, a ``rank`` outside
+        ``0..num_replicas - 1``, or ``shuffle``/``drop_last`` that are not bools.
+    """
+
+    def __init__(
+        self,
+        dataset: Sized,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        op = "DistributedSampler"
+        if num_replicas is None or rank is None:
+            from pylucid import distributed  # (imported here: it needs the whole package)
+
+            num_replicas = distributed.get_world_size() if num_replicas is None else num_replicas
+            rank = distributed.get_rank() if rank is None else rank
+        self.num_replicas = _positive_int(op, "num_replicas", num_replicas)
+        rank = _non_negative_int(op, "rank", rank)
+        if rank >= self.num_replicas:
+            raise ValueError(
+                f"{op}: invalid rank {rank}, rank should be in the interval "
+                f"[0, {self.num_replicas - 1}]"
+            )
+        _check_bool(op, "shuffle", shuffle, ValueError)
+        _check_bool(op, "drop_last", drop_last, ValueError)
+        self.dataset = dataset
+        self.rank = rank
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.epoch = 0
+        n = len(dataset)
+        if drop_last and n % self.num_replicas != 0:
+            self.num_samples = math.ceil((n - self.num_replicas) / self.num_replicas)
+        else:
+            self.num_samples = math.ceil(n / self.num_replicas)
+        self.total_size = self.num_samples * self.num_replicas
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.dataset)
+        if self.shuffle:
+            source = Generator().manual_seed(self.seed + self.epoch).numpy_generator()
+            indices = source.permutation(n).tolist()
+        else:
+            indices = list(range(n))
+        if self.drop_last:
+            indices = indices[: self.total_size]
+        else:
+            padding = self.total_size - len(indices)
+            indices += (indices * math.ceil(padding / max(len(indices), 1)))[:padding]
+        return iter(indices[self.rank : self.total_size : self.num_replicas])
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch, so that the next iteration's shuffle is seeded with
+        ``seed + epoch`` (call it at the start of every epoch, on every rank)."""
+        self.epoch = epoch
