@@ -18,7 +18,8 @@ contention check (``contention``: pylucid ops with a competing CPU-bound process
 default threads against one thread, in this process and in fresh ones).
 
 Command line: ``python -m pylucid bench --programs [--isolated] [--contention]`` runs only
-the programs (``--no-programs`` only the per-op cases).
+the programs (``--no-programs`` only the per-op cases); ``--distributed`` only the
+all-reduce benchmark of :mod:`.distributed`.
 
 The document :func:`run` returns (and ``bench.json`` holds)::
 
@@ -95,6 +96,9 @@ The document :func:`run` returns (and ``bench.json`` holds)::
                         medians; ratio = with / without), tolerance 0.10, met (every ratio
                         within 1 +- tolerance; null when skipped), skipped (why, or null)
         errors          [{process ("plain" | "loaded"), error}] for failed processes
+    distributed   only with ``--distributed`` (which runs nothing else): all_reduce
+                  latency and bandwidth of 2 local ranks, pylucid against raw mpi4py (and
+                  MLX's ring), described in :mod:`pylucid.bench.distributed`
     elapsed_s     wall time of the run
 """
 

@@ -8,6 +8,8 @@ The program scenarios (:mod:`pylucid.bench.programs`) run after the per-op cases
 libraries in this process; ``--programs`` runs them alone, ``--no-programs`` not at all;
 ``--isolated`` also times each library in a fresh process of its own, ``--contention`` adds
 the contention check (a competing CPU-bound process, ``--fresh-processes N`` fresh ones).
+``--distributed`` runs only the distributed benchmark (:mod:`pylucid.bench.distributed`:
+all-reduce on 2 local ranks, pylucid against mpi4py and MLX's ring, and the step-time model).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 __all__ = ["BEGIN", "END", "add_arguments", "main", "write_doc"]
 
@@ -95,6 +98,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only the program scenarios (no per-op cases, copy bandwidth or JIT probe)",
     )
     which.add_argument("--no-programs", action="store_true", help="skip the program scenarios")
+    which.add_argument(
+        "--distributed",
+        action="store_true",
+        help="run only the distributed benchmark: all_reduce on 2 local ranks (pylucid, "
+        "mpi4py, MLX's ring) and the step-time model for N machines",
+    )
     parser.add_argument(
         "--scenarios",
         nargs="+",
@@ -147,7 +156,7 @@ def write_doc(path: Path, generated: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run (or load) and present the benchmarks as ``args`` say."""
-    from pylucid.bench import report
+    from pylucid.bench import distributed, report
     from pylucid.bench.runner import Config, run
 
     if args.list:
@@ -158,9 +167,10 @@ def main(args: argparse.Namespace) -> int:
         if not 0 <= text.find(BEGIN) < text.find(END):
             print(f"bench: {args.write_doc} has no {BEGIN} ... {END} section", file=sys.stderr)
             return 2
-    if args.no_programs and (args.isolated or args.contention):
+    if (args.no_programs or args.distributed) and (args.isolated or args.contention):
         print(
-            "bench: --isolated and --contention need the programs (no --no-programs)",
+            "bench: --isolated and --contention need the programs (no --no-programs or "
+            "--distributed)",
             file=sys.stderr,
         )
         return 2
@@ -176,8 +186,10 @@ def main(args: argparse.Namespace) -> int:
             "impls": tuple(args.impls) if args.impls else None,
             "threads": args.threads,
             "jit": False if args.no_jit else None,
-            "cases": False if args.programs else None,
-            "scenarios": () if args.no_programs else args.scenarios and tuple(args.scenarios),
+            "cases": False if args.programs or args.distributed else None,
+            "scenarios": ()
+            if args.no_programs or args.distributed
+            else args.scenarios and tuple(args.scenarios),
             "program_modes": ("same_process",)
             + (("isolated",) if args.isolated else ())
             + (("contention",) if args.contention else ()),
@@ -193,12 +205,32 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"bench: {exc}", file=sys.stderr)
             return 2
+        if args.distributed:
+            doc["distributed"] = distributed.run(threads=config.threads, progress=sys.stderr)
+            doc["elapsed_s"] += doc["distributed"]["elapsed_s"]
         path = report.write_json(doc, args.out / "bench.json")
         print(f"wrote {path} ({doc['elapsed_s']:.0f} s)", file=sys.stderr)
     if not args.no_plot:
         print(report.plot(doc, args.out / "bench.png", args.stat), file=sys.stderr)
     if args.write_doc is not None:
-        write_doc(args.write_doc, report.markdown(doc, args.stat))
+        write_doc(args.write_doc, _markdown(doc, args.stat))
         print(f"updated {args.write_doc}", file=sys.stderr)
-    print(report.markdown(doc, args.stat) if args.markdown else report.text(doc, args.stat))
+    print(_markdown(doc, args.stat) if args.markdown else _text(doc, args.stat))
     return 0
+
+
+def _markdown(doc: dict[str, Any], stat: str) -> str:
+    """The report of ``doc`` as Markdown, with its distributed section's (if any)."""
+    from pylucid.bench import distributed, report
+
+    section = doc.get("distributed")
+    extra = f"\n{distributed.markdown(section, stat)}" if section else ""
+    return report.markdown(doc, stat) + extra
+
+
+def _text(doc: dict[str, Any], stat: str) -> str:
+    """The report of ``doc`` as plain text, with its distributed section's (if any)."""
+    from pylucid.bench import distributed, report
+
+    section = doc.get("distributed")
+    return report.text(doc, stat) + (distributed.text(section, stat) if section else "")

@@ -93,6 +93,8 @@ class MLXCore:
 
     def full(self, shape: Shape, value: float, dtype: DType) -> Any:
         self.check_allocation("full", shape, dtype)
+        if isinstance(value, np.generic):  # (an ml_dtypes bfloat16 scalar: MLX makes complex)
+            value = value.item()
         return self.mx.full(shape, value, dtype=self._mx_dtype(dtype), stream=self._stream(dtype))
 
     def cast(self, a: Any, dtype: DType) -> Any:
