@@ -116,8 +116,9 @@ class Tensor:
         self._base = None
         self._views = None
         self._wrapped = False
-        self._hooks: list[Callable[[Tensor], Tensor | None]] = []
-        self._post_accumulate_hooks: list[Callable[[Tensor], None]] = []
+        # (no hooks: one shared empty tuple until a registration makes each its list)
+        self._hooks: list[Callable[[Tensor], Tensor | None]] | tuple[()] = ()
+        self._post_accumulate_hooks: list[Callable[[Tensor], None]] | tuple[()] = ()
         self._retains_grad = False
         self._is_inference = is_inference_mode_enabled()
         if requires_grad:
@@ -347,9 +348,19 @@ class Tensor:
             raise RuntimeError(
                 "register_hook: cannot register a hook on a tensor that does not require grad"
             )
-        hooks = self._hooks if self.grad_fn is None else self.grad_fn.hook_list()
+        hooks = self._leaf_hooks() if self.grad_fn is None else self.grad_fn.hook_list()
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
+
+    def _leaf_hooks(self) -> list[Callable[[Tensor], Tensor | None]]:
+        """The list of this leaf's hooks, made on first use (and given to its accumulator,
+        whose pre-hooks it is)."""
+        if type(self._hooks) is not list:
+            self._hooks = []
+            accumulator = self._accumulator() if self._accumulator is not None else None
+            if accumulator is not None:
+                accumulator.pre_hooks = self._hooks
+        return self._hooks
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> RemovableHandle:
         """On a leaf: call ``hook(tensor)`` after each backward has accumulated into ``.grad``
@@ -358,6 +369,8 @@ class Tensor:
             raise RuntimeError(
                 "register_post_accumulate_grad_hook: only leaf tensors accumulate gradients"
             )
+        if type(self._post_accumulate_hooks) is not list:
+            self._post_accumulate_hooks = []
         self._post_accumulate_hooks.append(hook)
         return RemovableHandle(self._post_accumulate_hooks, hook)
 

@@ -230,7 +230,7 @@ class AccumulateGrad(Node):
     def __init__(self, variable: Any) -> None:
         super().__init__()
         self.variable = variable
-        self.pre_hooks = variable._hooks
+        self.pre_hooks = variable._hooks  # (the variable's own list, or () until it has one)
 
     def as_tensor(self, grad: Any) -> Any:
         return self.variable._wrap_grad(grad)

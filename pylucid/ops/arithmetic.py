@@ -28,6 +28,7 @@ class AddBackward(BinaryOp):
     """
 
     schema_v1 = OpSchema(name="add", input_arity=2)
+    primitive = "add"
 
     @staticmethod
     def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
@@ -47,6 +48,7 @@ class SubBackward(BinaryOp):
     """
 
     schema_v1 = OpSchema(name="sub", input_arity=2)
+    primitive = "sub"
 
     @classmethod
     def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
@@ -77,6 +79,7 @@ class MulBackward(BinaryOp):
     """
 
     schema_v1 = OpSchema(name="mul", input_arity=2, saved=("a", "b"))
+    primitive = "mul"
 
     @staticmethod
     def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
@@ -111,6 +114,7 @@ class DivBackward(BinaryOp):
     """
 
     schema_v1 = OpSchema(name="div", input_arity=2, saved=("a", "b"), real_valued=True)
+    primitive = "div"
 
     @staticmethod
     def dispatch(be: Backend, a: Any, b: Any, shape: Shape, dtype: DType) -> Any:
@@ -135,28 +139,28 @@ class DivBackward(BinaryOp):
         )
 
 
-@binary_operator("add")
+@binary_operator("add", op=AddBackward)
 @tensor_method
 def add(a: TensorLike, b: TensorLike) -> Tensor:
     """``a + b`` with NumPy broadcasting; see :class:`AddBackward`."""
     return binary(AddBackward, a, b)
 
 
-@binary_operator("sub")
+@binary_operator("sub", op=SubBackward)
 @tensor_method
 def sub(a: TensorLike, b: TensorLike) -> Tensor:
     """``a - b`` with NumPy broadcasting; see :class:`SubBackward`."""
     return binary(SubBackward, a, b)
 
 
-@binary_operator("mul")
+@binary_operator("mul", op=MulBackward)
 @tensor_method
 def mul(a: TensorLike, b: TensorLike) -> Tensor:
     """``a * b`` with NumPy broadcasting; see :class:`MulBackward`."""
     return binary(MulBackward, a, b)
 
 
-@binary_operator("truediv")
+@binary_operator("truediv", op=DivBackward)
 @tensor_method
 def div(a: TensorLike, b: TensorLike) -> Tensor:
     """``a / b`` (true division) with NumPy broadcasting; see :class:`DivBackward`."""

@@ -141,6 +141,11 @@ class DispatchPlan:
     plain_grads : bool
         Every input has the output's shape and the compute dtype, so a gradient needs no
         sum over broadcast dimensions and no cast (the backward's common case).
+    run : callable or None
+        For an op declaring its :attr:`Op.primitive`, the backend's runner of that
+        primitive bound to this signature (``backend._bind``): called with the storages, it
+        returns the output straight from the compiled loop, or None where a storage needs
+        the general path (``dispatch``). None where the backend binds nothing.
     """
 
     __slots__ = (
@@ -158,6 +163,7 @@ class DispatchPlan:
         "input_shapes",
         "input_dtypes",
         "plain_grads",
+        "run",
     )
 
     def __init__(self, cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any]) -> None:
@@ -203,6 +209,12 @@ class DispatchPlan:
         self.plain_grads = all([s == self.shape for s in self.input_shapes]) and all(
             [d is dtype for d in self.input_dtypes]
         )
+        self.run = None
+        bind = getattr(backend, "_bind", None)  # (an optional fast path of a backend)
+        if cls.primitive is not None and bind is not None and not params:
+            if self.result_cast is None and not cls.returns_view:
+                cast = [d if c is None else c for d, c in zip(self.input_dtypes, casts)]
+                self.run = bind(cls.primitive, self.input_shapes, cast, self.shape, run_dtype)
 
 
 _STORAGE = operator.attrgetter("_storage")
@@ -248,8 +260,8 @@ def dispatch_plan(cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any
         key = (cls, autocast_dtype(), a._backend, a._dtype, a._shape, a._wrapped)
     elif len(inputs) == 2:
         a, b = inputs
-        key = (cls, autocast_dtype(), a._backend, a._dtype, a._shape, a._wrapped)
-        key += (b._backend, b._dtype, b._shape, b._wrapped)
+        key = (cls, autocast_dtype(), a._backend, a._dtype, a._shape, a._wrapped,
+               b._backend, b._dtype, b._shape, b._wrapped)  # fmt: skip
     else:
         key = (cls, autocast_dtype())
         for t in inputs:
@@ -304,6 +316,10 @@ class Op(Node):
     #: float32), and with a half result they take part at float32 precision, the result
     #: rounded once (``float16(0.853) * 70000.0`` is 59712, not inf).
     weak_scalars: ClassVar[bool] = False
+    #: The backend primitive that ``dispatch`` calls, as ``primitive(*storages, shape,
+    #: dtype)``, and nothing else: a backend may then bind it to a plan
+    #: (:attr:`DispatchPlan.run`). None for the other ops.
+    primitive: ClassVar[str | None] = None
     #: ``schema_v1.saved`` as (name, input index, or None for the result), for recording.
     _saved_inputs: ClassVar[tuple[tuple[str, int | None], ...]] = ()
 
@@ -405,7 +421,9 @@ class Op(Node):
             ]
         else:
             storages = list(map(_STORAGE, inputs))
-        out = cls.dispatch(backend, *storages, shape=plan.shape, dtype=plan.run_dtype, **params)
+        out = None if plan.run is None else plan.run(*storages)  # (the bound compiled loop)
+        if out is None:
+            out = cls.dispatch(backend, *storages, shape=plan.shape, dtype=plan.run_dtype, **params)
         result_storage = out if plan.result_cast is None else backend.cast(out, plan.result_cast)
         result = Tensor._make(result_storage, plan.target, plan.result_dtype, shape=plan.shape)
         if plan.differentiable and is_grad_enabled():

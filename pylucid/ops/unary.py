@@ -80,6 +80,12 @@ class PointwiseOp(UnaryOp):
             )
         return dtype
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dispatch = getattr(cls.dispatch, "__func__", None)
+        if "schema_v1" in cls.__dict__ and dispatch is PointwiseOp.dispatch.__func__:
+            cls.primitive = cls.schema_v1.name  # (what this dispatch calls)
+
     @classmethod
     def dispatch(cls, be: Backend, a: Any, shape: Shape, dtype: DType) -> Any:
         return getattr(be, cls.schema_v1.name)(a, shape, dtype)
@@ -198,6 +204,7 @@ class NegBackward(UnaryOp):
     """
 
     schema_v1 = OpSchema(name="neg", amp_policy=AmpPolicy.KEEP_INPUT)
+    primitive = "neg"
 
     @classmethod
     def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:

@@ -24,6 +24,9 @@ TensorLike = Tensor | Number | np.ndarray
 TENSOR_METHODS: dict[str, Callable[..., Any]] = {}
 #: Binary operator stems (``"add"``: ``__add__`` and ``__radd__``) to wrappers.
 BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {}
+#: The stems whose wrapper is ``binary(op_class, a, b)``, to that op class: their operators
+#: apply it directly.
+BINARY_OPERATOR_OPS: dict[str, type[Op]] = {}
 #: Other dunders (``"__neg__"``, ``"__getitem__"``) to functions.
 DUNDERS: dict[str, Callable[..., Any]] = {}
 
@@ -34,12 +37,18 @@ def tensor_method(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def binary_operator(*stems: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: install the wrapper as ``__stem__`` and ``__rstem__`` for each stem."""
+def binary_operator(
+    *stems: str, op: type[Op] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: install the wrapper as ``__stem__`` and ``__rstem__`` for each stem.
+    ``op``: the wrapper is ``binary(op, a, b)``, which the operators then do themselves
+    (two calls fewer per operator: what a chain of tiny ops spends its time on)."""
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         for stem in stems:
             BINARY_OPERATORS[stem] = fn
+            if op is not None:
+                BINARY_OPERATOR_OPS[stem] = op
         return fn
 
     return register
@@ -259,13 +268,39 @@ def _operator(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tenso
     return operator
 
 
+def _op_operators(op_class: type[Op]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """``__stem__`` and ``__rstem__`` doing ``binary(op_class, ...)`` (self is a Tensor)."""
+    name = op_class.schema_v1.name
+    apply = op_class.apply
+
+    def operator(self: Tensor, other: Any) -> Any:
+        if type(other) is Tensor:
+            return apply(self, other)
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return apply(self, lift(name, "b", other, self))
+
+    def reflected(self: Tensor, other: Any) -> Any:
+        if type(other) is Tensor:
+            return apply(other, self)
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return apply(lift(name, "a", other, self), self)
+
+    return operator, reflected
+
+
 def install_tensor_methods() -> None:
     """Attach every registered wrapper to :class:`~pylucid.tensor.Tensor` as a method or
     operator (called once by :mod:`pylucid.ops` after importing the op families)."""
     for name, fn in TENSOR_METHODS.items():
         setattr(Tensor, name, fn)
     for stem, fn in BINARY_OPERATORS.items():
-        setattr(Tensor, f"__{stem}__", _operator(fn))
-        setattr(Tensor, f"__r{stem}__", _operator(_reflected(fn)))
+        if stem in BINARY_OPERATOR_OPS:
+            operator, reflected = _op_operators(BINARY_OPERATOR_OPS[stem])
+        else:
+            operator, reflected = _operator(fn), _operator(_reflected(fn))
+        setattr(Tensor, f"__{stem}__", operator)
+        setattr(Tensor, f"__r{stem}__", reflected)
     for name, fn in DUNDERS.items():
         setattr(Tensor, name, fn)

@@ -1,0 +1,118 @@
+"""Kernels bound per dispatch plan (``DispatchPlan.run``, ``NumbaCore._bind``): the bound
+runner must give exactly what the general path (``dispatch``) gives, and hand every call it
+cannot take back to it; and the lazily made hook lists of leaf tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pylucid as pl
+from pylucid.ops.arithmetic import AddBackward, DivBackward, MulBackward, SubBackward
+from pylucid.ops.base import dispatch_plan
+from pylucid.ops.unary import Log2Backward, NegBackward
+
+BINARY = [AddBackward, SubBackward, MulBackward, DivBackward]
+
+
+def _storages(plan, inputs):
+    """The storages as ``Op.apply`` passes them (cast where the plan says)."""
+    return [
+        t._storage if cast is None else plan.backend.cast(t._storage, cast)
+        for t, cast in zip(inputs, plan.casts)
+    ]
+
+
+def _general(cls, *inputs):
+    plan = dispatch_plan(cls, inputs, {})
+    storages = _storages(plan, inputs)
+    return cls.dispatch(plan.backend, *storages, shape=plan.shape, dtype=plan.run_dtype)
+
+
+@pytest.mark.parametrize("cls", BINARY)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shapes", [((1,), ()), ((7,), (7,)), ((3, 4), ()), ((3, 4), (3, 4)),
+                                    ((), ()), ((2, 3, 2), (1,))])  # fmt: skip
+def test_bound_binary_matches_general_path(cls, dtype, shapes):
+    rng = np.random.default_rng(1)
+    a, b = (pl.tensor((rng.standard_normal(s) * 4 + 0.5).astype(dtype)) for s in shapes)
+    plan = dispatch_plan(cls, (a, b), {})
+    assert plan.run is not None
+    storages = _storages(plan, (a, b))
+    bound = plan.run(*storages)
+    expected = _general(cls, a, b)
+    assert bound.dtype == expected.dtype and bound.shape == expected.shape
+    assert bound.tobytes() == expected.tobytes()
+    for _ in range(3):  # later calls go through the compiled entry point
+        again = plan.run(*storages)
+        assert again.tobytes() == expected.tobytes()
+    result = cls.apply(a, b)
+    assert result.numpy().tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("cls", [Log2Backward, NegBackward])
+@pytest.mark.parametrize("shape", [(1,), (), (5,), (2, 3)])
+def test_bound_unary_matches_general_path(cls, shape):
+    x = pl.tensor(np.abs(np.random.default_rng(2).standard_normal(shape)).astype(np.float32))
+    assert dispatch_plan(cls, (x,), {}).run is not None
+    expected = _general(cls, x)
+    for _ in range(3):
+        out = cls.apply(x)._storage
+        assert out.tobytes() == expected.tobytes() and out.shape == expected.shape
+
+
+def test_storages_the_runner_cannot_take_go_the_general_path():
+    base = np.arange(1.0, 13.0, dtype=np.float32).reshape(3, 4)
+    full = pl.tensor(base.copy())
+    plan = dispatch_plan(MulBackward, (full, full), {})
+    transposed = pl.tensor(base.T.copy()).T  # Fortran-ordered, of the same plan
+    assert plan.run(transposed._storage, full._storage) is None
+    product = transposed * transposed
+    np.testing.assert_array_equal(product.numpy(), base * base)
+    assert product.numpy().flags.f_contiguous  # (the general path's transposed kernel)
+    np.testing.assert_array_equal((transposed * full).numpy(), base * base)
+    readonly = base.copy()
+    readonly.flags.writeable = False
+    assert plan.run(readonly, full._storage) is None
+    np.testing.assert_array_equal((pl.from_numpy(readonly) * full).numpy(), base * base)
+    strided = pl.tensor(np.arange(8.0, dtype=np.float32))[::2]
+    assert (strided * strided).numpy().tolist() == [0.0, 4.0, 16.0, 36.0]
+
+
+def test_no_runner_for_halves_broadcasts_or_empty_tensors():
+    half = pl.tensor([1.0, 2.0]).to(pl.float16)
+    assert dispatch_plan(MulBackward, (half, half), {}).run is None
+    row, column = pl.tensor(np.ones((1, 3), np.float32)), pl.tensor(np.ones((2, 1), np.float32))
+    assert dispatch_plan(AddBackward, (row, column), {}).run is None
+    empty = pl.tensor(np.ones((0,), np.float32))
+    assert dispatch_plan(AddBackward, (empty, empty), {}).run is None
+    mixed = pl.tensor([1.0], dtype=pl.float64)  # (bound to the cast storages: float64)
+    total = mixed + pl.tensor([0.1])
+    assert total.dtype is pl.float64 and total.numpy()[0] == 1.0 + float(np.float32(0.1))
+
+
+def test_reflected_operators_with_numbers():
+    x = pl.tensor([2.0, 4.0])
+    assert (3.0 - x).numpy().tolist() == [1.0, -1.0]
+    assert (8 / x).numpy().tolist() == [4.0, 2.0]
+    assert (np.float32(2) * x).numpy().tolist() == [4.0, 8.0]
+    assert x.__add__("a") is NotImplemented and x.__rmul__(object()) is NotImplemented
+
+
+def test_leaf_hook_registered_after_its_accumulator_exists():
+    x = pl.tensor([1.0, 2.0], requires_grad=True)
+    (x * 2.0).sum().backward()  # makes the accumulator, before any hook
+    seen = []
+    x.register_hook(lambda g: seen.append(g.numpy().tolist()))
+    after = []
+    x.register_post_accumulate_grad_hook(lambda t: after.append(t.grad.numpy().tolist()))
+    x.grad = None
+    (x * 3.0).sum().backward()
+    assert seen == [[3.0, 3.0]] and after == [[3.0, 3.0]]
+
+
+def test_tensors_share_no_hook_list():
+    a, b = pl.tensor([1.0], requires_grad=True), pl.tensor([1.0], requires_grad=True)
+    a.register_hook(lambda g: g * 2)
+    (a * 1.0 + b * 1.0).sum().backward()
+    assert a.grad.numpy().tolist() == [2.0] and b.grad.numpy().tolist() == [1.0]
