@@ -153,12 +153,12 @@ class MPIGroup(ProcessGroup):
             self._wait(self.comm.Ibcast(array, root=src), "broadcast")
         return array
 
-    def all_gather(self, array: np.ndarray) -> np.ndarray:
+    def all_gather(self, array: np.ndarray, what: str = "all_gather") -> np.ndarray:
         gathered = np.empty((self.size, *array.shape), array.dtype)
         if self.timeout is None:
             self.comm.Allgather(array, gathered)
         else:
-            self._wait(self.comm.Iallgather(array, gathered), "all_gather")
+            self._wait(self.comm.Iallgather(array, gathered), what)
         return gathered
 
     def reduce_scatter(self, stacked: np.ndarray, op: str) -> np.ndarray:
@@ -172,12 +172,7 @@ class MPIGroup(ProcessGroup):
         return mine
 
     def metadata_agree(self, code: np.ndarray) -> np.ndarray:
-        gathered = np.empty((self.size, *code.shape), code.dtype)
-        if self.timeout is None:
-            self.comm.Allgather(code, gathered)
-        else:
-            self._wait(self.comm.Iallgather(code, gathered), "the check before it")
-        return gathered
+        return self.all_gather(code, "the check before it")
 
     def barrier(self) -> None:
         if self.timeout is None:

@@ -143,16 +143,17 @@ def command(
         raise ValueError(f"launch: backend must be one of {BACKENDS}, got {backend!r}")
     if n < 1:
         raise ValueError(f"launch: the number of processes must be at least 1, got {n}")
-    program = [sys.executable, *(["-m"] if module else []), script, *args]
+    target = [*(["-m"] if module else []), script, *args]
     where = [] if hostfile is None else [os.fspath(hostfile)]
     if backend == "mpi":
         # Each rank runs under ``python -m mpi4py``, which aborts the job when the script
         # leaves by an exception or a non-zero sys.exit: otherwise a rank that exits blocks
         # in MPI_Finalize while the others wait in a collective, for ever.
-        ranks = [sys.executable, "-m", "mpi4py", *program[1:]]
+        ranks = [sys.executable, "-m", "mpi4py", *target]
         return [find_mpiexec(), "-n", str(n), *(["-f", *where] if where else []), *ranks]
     hosts = ["--hostfile", *where] if where else []
-    return [find_mlx_launch(), "-n", str(n), "--backend", "ring", *hosts, *program]
+    return [find_mlx_launch(), "-n", str(n), "--backend", "ring", *hosts, sys.executable,
+            *target]  # fmt: skip
 
 
 def launch(

@@ -22,6 +22,7 @@ __all__ = [
     "adagrad_update_",
     "adam_update_",
     "clip_grads_by_norm_",
+    "refuse_nonfinite_norm",
     "rmsprop_update_",
     "sgd_update_",
 ]
@@ -205,6 +206,15 @@ def adagrad_update_(
     _commit((param, state_sum), storages)
 
 
+def refuse_nonfinite_norm(value: float, norm_type: float) -> None:
+    """Raise, as ``clip_grad_norm_(error_if_nonfinite=True)``, for an inf or nan norm."""
+    if not math.isfinite(value):
+        raise RuntimeError(
+            f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+            f"{value}, so they cannot be clipped; set error_if_nonfinite=False to clip anyway"
+        )
+
+
 def clip_grads_by_norm_(
     grads: list[Tensor], max_norm: float, norm_type: float, error_if_nonfinite: bool
 ) -> Tensor:
@@ -229,11 +239,8 @@ def clip_grads_by_norm_(
     total = be.norms([per_tensor], norm_type, dtype)
     norm = Tensor._make(be.reshape(total, ()), be, dtype, shape=())
     value = norm.item()
-    if error_if_nonfinite and not math.isfinite(value):
-        raise RuntimeError(
-            f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
-            f"{value}, so they cannot be clipped; set error_if_nonfinite=False to clip anyway"
-        )
+    if error_if_nonfinite:
+        refuse_nonfinite_norm(value, norm_type)
     kind = (np.float32 if dtype.is_half else dtype.numpy).type
     with np.errstate(all="ignore"):  # (an infinite or nan norm: 0 or nan, as PyTorch's)
         ratio = kind(max_norm) / (kind(value) + kind(1e-6))

@@ -9,7 +9,7 @@ from pylucid.graph.grad_mode import no_grad
 from pylucid.ops import abs as absolute
 from pylucid.ops import clamp, stack
 from pylucid.ops.inplace import copy_, mul_
-from pylucid.ops.updates import clip_grads_by_norm_
+from pylucid.ops.updates import clip_grads_by_norm_, refuse_nonfinite_norm
 from pylucid.tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
@@ -69,12 +69,8 @@ def clip_grad_norm_(
         if len(devices) > 1:
             per_grad = [n.to(grads[0].device) for n in per_grad]
         total = per_grad[0] if len(per_grad) == 1 else _norm(stack(per_grad), norm_type)
-        if error_if_nonfinite and not math.isfinite(total.item()):
-            raise RuntimeError(
-                f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
-                f"{total.item()}, so they cannot be clipped; set error_if_nonfinite=False "
-                f"to clip anyway"
-            )
+        if error_if_nonfinite:
+            refuse_nonfinite_norm(total.item(), norm_type)
         coefficient = clamp(max_norm / (total + 1e-6), max=1.0)
         for g in grads:
             scale = coefficient if coefficient.device == g.device else coefficient.to(g.device)
