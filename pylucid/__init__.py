@@ -10,6 +10,7 @@ tensor([-5.7708,  0.    ,  1.082 ])
 
 from pylucid import amp, backends, graph, memory, nn, ops, optim, utils
 from pylucid.amp import autocast
+from pylucid.compiler import CaptureError, compile  # noqa: A004  (pl.compile, as torch.compile)
 from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pylucid.factories import (
     arange,
@@ -83,6 +84,7 @@ _PUBLIC_OPS = [
 ]  # (the families include logical and conversion: pl.any, pl.clone)
 
 __all__ = [
+    "CaptureError",
     "DType",
     "Generator",
     "Tensor",
@@ -95,6 +97,7 @@ __all__ = [
     "asarray",
     "backends",
     "bool",
+    "compile",
     "default_generator",
     "empty",
     "empty_like",

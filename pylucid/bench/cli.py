@@ -112,6 +112,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"program scenarios to run: {', '.join(SCENARIOS)} (default: all)",
     )
     parser.add_argument(
+        "--compile-times",
+        action="store_true",
+        help="also time the first calls of the pl.compile scenarios in fresh processes, with "
+        "an empty cache of generated code and with a warm one",
+    )
+    parser.add_argument(
         "--isolated",
         action="store_true",
         help="also time each library's scenarios in a fresh process that imports it alone",
@@ -156,7 +162,7 @@ def write_doc(path: Path, generated: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run (or load) and present the benchmarks as ``args`` say."""
-    from pylucid.bench import distributed, report
+    from pylucid.bench import compiled, distributed, report
     from pylucid.bench.runner import Config, run
 
     if args.list:
@@ -208,6 +214,8 @@ def main(args: argparse.Namespace) -> int:
         if args.distributed:
             doc["distributed"] = distributed.run(threads=config.threads, progress=sys.stderr)
             doc["elapsed_s"] += doc["distributed"]["elapsed_s"]
+        if args.compile_times:
+            doc["compile_times"] = compiled.compile_times()
         path = report.write_json(doc, args.out / "bench.json")
         print(f"wrote {path} ({doc['elapsed_s']:.0f} s)", file=sys.stderr)
     if not args.no_plot:
@@ -221,16 +229,21 @@ def main(args: argparse.Namespace) -> int:
 
 def _markdown(doc: dict[str, Any], stat: str) -> str:
     """The report of ``doc`` as Markdown, with its distributed section's (if any)."""
-    from pylucid.bench import distributed, report
+    from pylucid.bench import compiled, distributed, report
 
     section = doc.get("distributed")
     extra = f"\n{distributed.markdown(section, stat)}" if section else ""
+    if "compile_times" in doc:
+        extra += f"\n{compiled.times_markdown(doc['compile_times'])}"
     return report.markdown(doc, stat) + extra
 
 
 def _text(doc: dict[str, Any], stat: str) -> str:
     """The report of ``doc`` as plain text, with its distributed section's (if any)."""
-    from pylucid.bench import distributed, report
+    from pylucid.bench import compiled, distributed, report
 
     section = doc.get("distributed")
-    return report.text(doc, stat) + (distributed.text(section, stat) if section else "")
+    extra = distributed.text(section, stat) if section else ""
+    if "compile_times" in doc:
+        extra += f"\n{compiled.times_markdown(doc['compile_times'])}"
+    return report.text(doc, stat) + extra

@@ -22,6 +22,9 @@ the layer scenarios of :mod:`pylucid.bench.layers`
 the training scenarios of :mod:`pylucid.bench.training`
     One step of a PyTorch-style training script (``nn`` modules, DataLoader, AdamW, a
     cosine schedule, ``clip_grad_norm_``): an MLP and a CNN. Per step.
+the compiled scenarios of :mod:`pylucid.bench.compiled`
+    The chain and an MLP step through ``pl.compile`` (and ``mx.compile``), against
+    PyTorch eager.
 
 pylucid and PyTorch run the program eagerly through their autograd (PyTorch on
 ``threads`` threads); MLX, which is lazy, runs ``mx.value_and_grad`` of the same loss and
@@ -67,6 +70,7 @@ import numpy as np
 
 import pylucid as pl
 from pylucid.bench.cases import load_libraries
+from pylucid.bench.compiled import COMPILED_SCENARIOS, build_compiled_program
 from pylucid.bench.layers import LAYER_SCENARIOS, build_layer_program
 from pylucid.bench.report import format_time
 from pylucid.bench.timing import Measurement, TimerConfig, measure
@@ -169,6 +173,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         *(Scenario(name, "call", 1, text) for name, text in LAYER_SCENARIOS.items()),
         *(Scenario(name, "step", 1, text) for name, text in TRAINING_SCENARIOS.items()),
+        Scenario("compiled_chain", "op", CHAIN_OPS, COMPILED_SCENARIOS["compiled_chain"]),
+        Scenario("compiled_mlp_step", "step", 1, COMPILED_SCENARIOS["compiled_mlp_step"]),
     )
 }
 
@@ -375,6 +381,8 @@ def build_program(scenario: str, library: str, module: Any = pl) -> Callable[[],
         return build_layer_program(scenario, library, module)
     if scenario in TRAINING_SCENARIOS:
         return build_training_program(scenario, library, module)
+    if scenario in COMPILED_SCENARIOS:
+        return build_compiled_program(scenario, library, module)
     ops = _library_ops(library, module)
     if scenario.startswith("chain_"):
         backward = scenario == "chain_forward_backward"

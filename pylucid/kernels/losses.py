@@ -18,6 +18,7 @@ and are rounded once. Targets are checked by :func:`check_targets` before these 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numba
 import numpy as np
@@ -267,13 +268,24 @@ _LOSS = (njit(**_JIT)(_loss_loop), njit(parallel=True, **_JIT)(_loss_loop_parall
 _GRAD = (njit(**_JIT)(_grad_loop), njit(parallel=True, **_JIT)(_grad_loop_parallel))
 
 
+def cross_entropy_loops(shape: tuple[int, int], backward: bool) -> Any:
+    """The compiled loop :func:`cross_entropy_rows` (or, ``backward``,
+    :func:`cross_entropy_backward_rows`) runs for logits of ``shape``: called as they call
+    it, from generated code (:mod:`pylucid.compiler`)."""
+    rows, columns = shape
+    if backward:
+        loops = _SHORT_GRAD if columns <= SHORT_ROW else _GRAD
+    else:
+        loops = _SHORT_LOSS if columns <= SHORT_ROW else _LOSS
+    return loops[rows * columns >= PARALLEL_THRESHOLD_LOSS and rows > 1]
+
+
 def cross_entropy_rows(
     x: np.ndarray, target: np.ndarray, ignore_index: int, smoothing: float, out: np.ndarray
 ) -> np.ndarray:
     """The loss of each row of the C-contiguous ``(rows, C)`` logits ``x`` into ``out``
     (``(rows,)``, of ``x``'s dtype); ``target`` holds ``rows`` checked class indices."""
-    loops = _SHORT_LOSS if x.shape[1] <= SHORT_ROW else _LOSS
-    loop = loops[x.size >= PARALLEL_THRESHOLD_LOSS and x.shape[0] > 1]
+    loop = cross_entropy_loops(x.shape, backward=False)
     loop(x, target, np.int64(ignore_index), np.float64(smoothing), out)
     return out
 
@@ -288,7 +300,6 @@ def cross_entropy_backward_rows(
 ) -> np.ndarray:
     """``g[r] (softmax(x[r]) - q[r])`` for each row into ``out`` (``x``'s shape and dtype);
     ``g`` holds one float64 gradient per row."""
-    loops = _SHORT_GRAD if x.shape[1] <= SHORT_ROW else _GRAD
-    loop = loops[x.size >= PARALLEL_THRESHOLD_LOSS and x.shape[0] > 1]
+    loop = cross_entropy_loops(x.shape, backward=True)
     loop(x, target, g, np.int64(ignore_index), np.float64(smoothing), out)
     return out

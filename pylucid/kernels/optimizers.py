@@ -161,6 +161,11 @@ class UpdateKernel:
 
     def __call__(self, choices: tuple[bool, ...], param: Any, *args: Any) -> None:
         """Update ``param`` (and the state arrays among ``args``) in place."""
+        self.loop(choices, param.size)(param, *args)
+
+    def loop(self, choices: tuple[bool, ...], size: int) -> Any:
+        """The compiled loop of ``choices`` for a parameter of ``size`` elements (threaded
+        above the threshold); :mod:`pylucid.compile` calls it from generated code."""
         loops = self._loops.get(choices)
         if loops is None:
             loops = (
@@ -168,7 +173,7 @@ class UpdateKernel:
                 njit(parallel=True, **_JIT)(self._make(True, *choices)),
             )
             self._loops[choices] = loops
-        loops[param.size >= self._threshold](param, *args)
+        return loops[size >= self._threshold]
 
 
 SGD = UpdateKernel(_sgd, "memory")

@@ -139,6 +139,11 @@ class Optimizer:
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; ``closure`` re-evaluates the loss
         first (with grad enabled) and its value is returned."""
+        return self._run_step(closure)
+
+    def _run_step(self, closure: Callable[[], Any] | None) -> Any:
+        """:meth:`step`'s body (a scheduler wraps ``step`` itself; :mod:`pylucid.compiler`
+        observes this)."""
         loss = None
         if closure is not None:
             with enable_grad():

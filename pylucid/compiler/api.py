@@ -1,0 +1,192 @@
+"""``pl.compile``: capture a step once, replay it as compiled code, guard every replay."""
+
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from pylucid.amp.autocast import autocast_dtype
+from pylucid.backends import registry
+from pylucid.compiler.capture import CaptureError, Recorder, Ref
+from pylucid.compiler.plan import plan
+from pylucid.compiler.program import Program, Retrace, flatten
+from pylucid.graph.grad_mode import is_grad_enabled
+from pylucid.tensor import Tensor
+
+__all__ = ["CompileStats", "CompiledFunction", "compile"]
+
+
+@dataclass
+class CompileStats:
+    """What a compiled function did: calls replayed, captures made (``traces``), replays
+    abandoned by a check and captured again (``retraces``), warm-up
+    captures that created optimizer state and were not kept, traces evicted from the
+    cache, eager calls, and the seconds of the last capture (eager run, plan, code
+    generation and Numba's compile or cache load)."""
+
+    replays: int = 0
+    traces: int = 0
+    retraces: int = 0
+    warmups: int = 0
+    evictions: int = 0
+    eager_calls: int = 0
+    last_capture_seconds: float = 0.0
+
+
+class CompiledFunction:
+    """A function whose calls replay a captured trace (see :func:`compile`)."""
+
+    def __init__(self, fn: Callable[..., Any], fallback: str, max_traces: int) -> None:
+        if fallback not in ("raise", "eager"):
+            raise ValueError(f"pl.compile: fallback must be 'raise' or 'eager', got {fallback!r}")
+        if max_traces < 1:
+            raise ValueError(f"pl.compile: max_traces must be at least 1, got {max_traces}")
+        functools.update_wrapper(self, fn)
+        self._fn, self._fallback, self._max_traces = fn, fallback, max_traces
+        self._traces: OrderedDict[Hashable, Program] = OrderedDict()
+        self._eager_reason: str | None = None
+        self.stats = CompileStats()
+
+    @property
+    def programs(self) -> list[Program]:
+        """The cached traces, oldest first."""
+        return list(self._traces.values())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._eager_reason is not None:
+            self.stats.eager_calls += 1
+            return self._fn(*args, **kwargs)
+        if not kwargs and all([type(a) is Tensor for a in args]):  # (the common call)
+            leaves = tensors = list(args)
+        else:
+            leaves = []
+            flatten((args, kwargs), leaves)
+            tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor)]
+        key = _signature(leaves)
+        program = self._traces.get(key)
+        if program is not None and program.holds():
+            self._traces.move_to_end(key)
+            try:
+                result = program(tensors)
+            except Retrace:
+                self.stats.retraces += 1
+            else:
+                self.stats.replays += 1
+                return result
+        backend = registry.get("numba")
+        if any(t._backend is not backend for t in tensors):
+            return self._eager("its tensors are not on the numba backend (an mlx step runs "
+                               "eagerly: MLX evaluates lazily already)", args, kwargs)  # fmt: skip
+        return self._capture(key, backend, tensors, args, kwargs)
+
+    def _eager(self, reason: str, args: tuple, kwargs: dict) -> Any:
+        self._eager_reason = reason
+        warnings.warn(f"pl.compile: {self.__name__} runs eagerly from now on: {reason}",
+                      RuntimeWarning, stacklevel=3)  # fmt: skip
+        self.stats.eager_calls += 1
+        return self._fn(*args, **kwargs)
+
+    def _capture(self, key: Hashable, backend: Any, tensors: list[Tensor], args: tuple,
+                 kwargs: dict) -> Any:  # fmt: skip
+        started = time.perf_counter()
+        recorder = Recorder(backend)
+        trace = recorder.trace
+        trace.inputs = [trace.ref(t._storage).index for t in tensors]
+        trace.input_tensors = list(tensors)
+        with recorder:
+            result = self._fn(*args, **kwargs)
+        if trace.host_read is not None:
+            what, where = trace.host_read
+            if self._fallback == "raise":
+                raise CaptureError(
+                    f"pl.compile: {self.__name__} {what} at {where}: a compiled step cannot "
+                    f"depend on tensor values in Python. This call ran eagerly to its end; "
+                    f"move the read out of the function (return the tensor instead), or "
+                    f"use pl.compile(fn, fallback='eager') to run it eagerly"
+                )
+            self._eager_reason = f"it {what} at {where}"
+            warnings.warn(f"pl.compile: {self.__name__} runs eagerly from now on: it "
+                          f"{what} at {where}", RuntimeWarning, stacklevel=3)  # fmt: skip
+            return result
+        if trace.created_state:  # a first optimizer step: the next call captures again
+            self.stats.warmups += 1
+            return result
+        outputs: list[Any] = []
+        template = flatten(result, outputs)
+        for i, leaf in enumerate(outputs):
+            if isinstance(leaf, Tensor):
+                index = trace.index_of(leaf._storage)
+                if index is None:
+                    raise CaptureError(
+                        f"pl.compile: {self.__name__} returns a tensor made outside the ops "
+                        f"(shape {leaf.shape}); return tensors the step computed"
+                    )
+                outputs[i] = Ref(index)
+        trace.outputs = [o.index if hasattr(o, "index") else None for o in outputs]
+        try:
+            program = Program(trace, plan(trace), backend, template, outputs)
+        except CaptureError as error:
+            if self._fallback == "raise":
+                raise
+            self._eager_reason = str(error)
+            warnings.warn(f"pl.compile: {self.__name__} runs eagerly from now on: {error}",
+                          RuntimeWarning, stacklevel=3)  # fmt: skip
+            return result
+        self._traces[key] = program
+        self.stats.traces += 1
+        if len(self._traces) > self._max_traces:
+            self._traces.popitem(last=False)
+            self.stats.evictions += 1
+        self.stats.last_capture_seconds = time.perf_counter() - started
+        return result
+
+
+def _signature(leaves: list[Any]) -> Hashable:
+    """The key of a call: each tensor's shape, dtype, backend and requires_grad, every other
+    argument by value (by identity where it cannot be hashed), grad mode and autocast."""
+    key: list[Any] = [is_grad_enabled(), autocast_dtype()]
+    for leaf in leaves:
+        if isinstance(leaf, Tensor):
+            key.append((leaf._shape, leaf._dtype, leaf._backend.name, leaf._requires_grad))
+        else:
+            try:
+                hash(leaf)
+                key.append((type(leaf), leaf))
+            except TypeError:
+                key.append((type(leaf), id(leaf)))
+    return tuple(key)
+
+
+def compile(  # noqa: A001  (PyTorch's name: pl.compile)
+    fn: Callable[..., Any] | None = None, *, fallback: str = "raise", max_traces: int = 8
+) -> Any:
+    """Capture ``fn`` once and replay it as compiled Numba code (also a decorator).
+
+    Parameters
+    ----------
+    fn : callable
+        A step: forward, ``backward()``, an optimizer's ``step()``, returning tensors.
+    fallback : {"raise", "eager"}
+        What a step that reads tensor values in Python does: raise
+        :class:`~pylucid.compiler.CaptureError` naming the line, or run eagerly from then on
+        with one warning.
+    max_traces : int
+        How many traces (one per call signature and state) are kept; the oldest is evicted.
+
+    Returns
+    -------
+    CompiledFunction
+        Call it as ``fn``; ``.stats`` counts replays, traces, evictions.
+
+    Notes
+    -----
+    See ``docs/compile.md`` for what is captured and what is not.
+    """
+    if fn is None:
+        return lambda f: CompiledFunction(f, fallback, max_traces)
+    return CompiledFunction(fn, fallback, max_traces)

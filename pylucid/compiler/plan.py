@@ -1,0 +1,351 @@
+"""Plan: what each recorded call becomes in a replay, and where each value lives.
+
+A :class:`~pylucid.compiler.capture.Trace` lists primitive calls over numbered values. The
+plan decides, per call, one of:
+
+- ``view`` - a reshape, transpose or broadcast that shares its argument's memory: nothing
+  runs; generated code takes the same view of the argument;
+- ``alias`` - the call returned its argument (a cast to the same dtype): nothing runs;
+- ``constant`` - ``full`` of a value nothing writes (lifted Python numbers, the seed of
+  backward): computed once, inlined where it has one element;
+- ``loop`` - an elementwise primitive, a cast, a copy, a fill or an in-place accumulation:
+  a statement of a fused loop (:attr:`Step.group`); consecutive loops over one shape whose
+  operands are either computed at the same element by the group or come from outside it
+  share one loop nest, and a value nobody outside its group reads is never stored;
+- ``matmul`` (2-d float, BLAS through ``np.dot``), ``sum`` (float, accumulated in float64),
+  ``update`` (a fused optimizer loop, its scalars read again at each replay),
+  ``cross_entropy`` and its backward (the backend's loss loops), ``check`` (the targets'
+  check, whose answer the captured divisor depends on: a replay whose targets give another
+  answer is abandoned before it changes anything, and captured again);
+- ``host`` - anything else: the backend's own primitive, called from Python with the
+  planned arrays, its result copied into the value's place (a graph break).
+
+Values that are computed get a place in one arena per dtype (a flat array, allocated once
+and reused by every replay); inputs and random draws too (copied in at each replay). The
+tensors a step reads by identity (parameters, optimizer state, gradients accumulated into)
+are passed to the compiled code as they are.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pylucid.compiler.capture import IN_PLACE, Call, CaptureError, Ref, Trace
+
+__all__ = ["Plan", "Step", "plan"]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_LOOP_DTYPES = (*_FLOATS, np.dtype(np.bool_), np.dtype(np.int32), np.dtype(np.int64))
+_VIEWS = ("reshape", "transpose", "broadcast_to")
+
+
+@dataclass
+class Step:
+    """One call's part of the replay.
+
+    Attributes
+    ----------
+    call : Call
+        The recorded call.
+    kind : str
+        ``view``, ``alias``, ``constant``, ``loop``, ``matmul``, ``sum``, ``update`` or
+        ``host``.
+    out : int or None
+        The value the step computes (for ``loop``: the value it writes).
+    group : int
+        For loops: the fused loop nest it belongs to.
+    """
+
+    call: Call
+    kind: str
+    out: int | None = None
+    group: int = -1
+
+
+@dataclass
+class Plan:
+    """The steps of a trace and the places of its values.
+
+    Attributes
+    ----------
+    steps : list of Step
+    kinds : dict
+        value -> ``input``, ``owned``, ``draw``, ``computed``, ``view``, ``constant``.
+    views : dict
+        value -> (base value, primitive name, its non-array arguments).
+    places : dict
+        value -> (dtype, offset, shape) in the arenas.
+    arena_sizes : dict
+        dtype -> elements.
+    stored : set of int
+        The computed values written to memory (the others live in registers of a loop).
+    constants : dict
+        value -> the array of a constant (a copy taken at capture).
+    """
+
+    trace: Trace
+    steps: list[Step] = field(default_factory=list)
+    kinds: dict[int, str] = field(default_factory=dict)
+    views: dict[int, tuple[int, str, tuple]] = field(default_factory=dict)
+    places: dict[int, tuple[np.dtype, int, tuple[int, ...]]] = field(default_factory=dict)
+    arena_sizes: dict[np.dtype, int] = field(default_factory=dict)
+    stored: set[int] = field(default_factory=set)
+    constants: dict[int, np.ndarray] = field(default_factory=dict)
+    escaping: set[int] = field(default_factory=set)
+    written: set[int] = field(default_factory=set)
+    #: value -> its rank in order of first appearance (inputs first): the numbering of the
+    #: generated code and of the arenas, the same for the same graph whatever ids the
+    #: capture gave its arrays
+    rank: dict[int, int] = field(default_factory=dict)
+
+    def array(self, index: int) -> np.ndarray:
+        """The array a value had at capture."""
+        return self.trace.arrays[index]
+
+
+def importable(fn: Callable) -> bool:
+    """Whether generated code can import ``fn`` by its module and name."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    return module is not None and getattr(module, fn.__name__, None) is fn
+
+
+def _refs(token: Any) -> list[int]:
+    if isinstance(token, Ref):
+        return [token.index]
+    if isinstance(token, (list, tuple)):
+        return [i for t in token for i in _refs(t)]
+    return []
+
+
+def _appearances(call: Call) -> list[int]:
+    """The values of a call in the order they appear: arguments, loop operands, result."""
+    found = _refs(call.args)
+    if call.elementwise is not None:
+        found += _refs(call.elementwise.operands)
+    if call.update is not None:
+        found += _refs(call.update.arrays)
+    return found + _refs(call.result)
+
+
+def _written(call: Call) -> list[int]:
+    """The values a call changes in place."""
+    if call.name in IN_PLACE and call.args and isinstance(call.args[0], Ref):
+        return [call.args[0].index]
+    if call.update is not None:  # (param, grad, *states): all but the gradient
+        return [r.index for i, r in enumerate(call.update.arrays) if r is not None and i != 1]
+    if call.name.endswith("_update") or call.name == "scale":
+        return _refs(call.args)
+    return []
+
+
+def _kind(p: Plan, call: Call) -> tuple[str, int | None]:
+    """What a call becomes (see the module's docstring) and the value it computes."""
+    result = call.result
+    arrays = p.trace.arrays
+    if isinstance(result, Ref):
+        out = result.index
+        if out in _refs(call.args):
+            if call.name == "accumulate" and _loopable_array(arrays[out]):
+                return "loop", out
+            return ("alias", out) if call.name not in IN_PLACE else ("host", None)
+        if call.name in _VIEWS and np.may_share_memory(arrays[out], arrays[call.args[0].index]):
+            return "view", out
+        if call.name == "full" and out not in p.written:
+            return "constant", out
+        if not _loopable_array(arrays[out]):
+            return "host", out
+        loop = call.elementwise
+        if loop is not None and loop.compute in _LOOP_DTYPES and importable(loop.fn):
+            return "loop", out
+        if call.name in ("cast", "clone") and _loopable_array(arrays[call.args[0].index]):
+            return "loop", out
+        if call.name == "full":  # written in place, or a step's output: filled each time
+            return "loop", out
+        if call.name == "matmul" and _matmul_fits(arrays, call):
+            return "matmul", out
+        if call.name == "sum" and arrays[out].dtype in _FLOATS:
+            return "sum", out
+        if call.name in ("cross_entropy", "cross_entropy_backward") and _cross_entropy_fits(
+            arrays, call
+        ):
+            return call.name, out
+        return "host", out
+    if call.name.endswith("_update"):
+        update = call.update
+        if update is None or any(
+            r is not None and p.kinds.get(r.index) == "view" for r in update.arrays
+        ):
+            raise CaptureError(
+                f"pl.compile: the optimizer update {call.name} runs on copies here (strided "
+                f"or half-precision parameters, or a gradient that is a view), which compiled "
+                f"steps do not support; run the step eagerly"
+            )
+        return "update", None
+    if call.name == "check_targets" and _int64_c(arrays, call.args[0]):
+        if p.kinds.get(_root(p, call.args[0].index)) == "input":  # (run first: no effect)
+            return "check", None
+    return "host", None
+
+
+def _int64_c(arrays: list[np.ndarray], token: Any) -> bool:
+    return isinstance(token, Ref) and arrays[token.index].dtype == np.int64 and arrays[
+        token.index
+    ].flags.c_contiguous
+
+
+def _cross_entropy_fits(arrays: list[np.ndarray], call: Call) -> bool:
+    """A mean or sum cross-entropy (its divisor given) of C-contiguous float rows and int64
+    targets, which generated code runs with the backend's own loss loops."""
+    x, target = call.args[0], call.args[1]
+    divisor = call.args[5 if call.name == "cross_entropy_backward" else 4]
+    return (
+        divisor is not None
+        and isinstance(x, Ref)
+        and arrays[x.index].dtype in _FLOATS
+        and arrays[x.index].ndim == 2
+        and arrays[x.index].flags.c_contiguous
+        and _int64_c(arrays, target)
+    )
+
+
+def _loopable_array(a: np.ndarray) -> bool:
+    return a.dtype in _LOOP_DTYPES
+
+
+def _matmul_fits(arrays: list[np.ndarray], call: Call) -> bool:
+    a, b = (arrays[t.index] for t in call.args[:2] if isinstance(t, Ref))
+    contiguous = all(x.flags.c_contiguous or x.flags.f_contiguous for x in (a, b))
+    return a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype in _FLOATS and contiguous
+
+
+def plan(trace: Trace) -> Plan:
+    """The :class:`Plan` of ``trace``."""
+    p = Plan(trace)
+    halves = sorted(
+        {str(a.dtype) for a in trace.arrays if a.dtype.kind == "V" or a.dtype == np.float16}
+    )
+    if halves:
+        raise CaptureError(
+            f"pl.compile: the step computes in {' and '.join(halves)} (autocast, or half "
+            f"tensors), which compiled steps do not support yet; run it eagerly (or "
+            f"pl.compile(fn, fallback='eager'))"
+        )
+    p.written = {v for call in trace.calls for v in _written(call)}
+    for index in (*trace.inputs, *(i for call in trace.calls for i in _appearances(call))):
+        p.rank.setdefault(index, len(p.rank))
+    for index in range(len(trace.arrays)):  # (arrays no call used: outputs, gradients)
+        p.rank.setdefault(index, len(p.rank))
+    inputs = set(trace.inputs)
+    for index in range(len(trace.arrays)):
+        if index in inputs:
+            p.kinds[index] = "input"
+        elif index in trace.draws:
+            p.kinds[index] = "draw"
+        elif index in trace.producers:
+            p.kinds[index] = "computed"
+        elif index in trace.owners or index in p.written:
+            p.kinds[index] = "owned"
+        else:
+            p.kinds[index] = "constant"
+            p.constants[index] = np.array(trace.arrays[index], copy=True)
+    for call in trace.calls:
+        kind, out = _kind(p, call)
+        step = Step(call, kind, out)
+        p.steps.append(step)
+        if kind == "view":
+            base = call.args[0].index
+            p.kinds[out] = "view"
+            p.views[out] = (base, call.name, tuple(a for a in call.args[1:]))
+        elif kind == "alias":
+            pass
+        elif kind == "constant":
+            p.kinds[out] = "constant"
+            p.constants[out] = np.array(trace.arrays[out], copy=True)
+    _group(p)
+    _store(p)
+    return p
+
+
+def _group(p: Plan) -> None:
+    """Number the fused loop nests: a loop joins the open nest if it has the nest's shape,
+    writes no value in place and reads the nest's own values only at its shape."""
+    group, shape, members = -1, None, set()
+    for step in p.steps:
+        if step.kind in ("view", "alias", "constant"):
+            continue
+        if step.kind != "loop":
+            shape = None
+            continue
+        out_shape = p.array(step.out).shape
+        in_place = step.call.name == "accumulate"
+        operands = _loop_operands(step)
+        fits = (
+            shape is not None
+            and not in_place
+            and out_shape == shape
+            and all(p.array(v).shape == shape for v in operands if v in members)
+            and all(v in members or _root(p, v) not in members for v in operands)
+        )
+        if not fits:
+            group += 1
+            shape, members = out_shape, set()
+        step.group = group
+        members.add(step.out)
+        if in_place:
+            shape = None
+
+
+def _loop_operands(step: Step) -> list[int]:
+    call = step.call
+    if call.elementwise is not None:
+        return _refs(call.elementwise.operands)
+    if call.name == "full":
+        return []
+    return _refs(call.args[:2] if call.name == "accumulate" else call.args[:1])
+
+
+def _store(p: Plan) -> None:
+    """Which computed values need memory, and their places in the arenas."""
+    trace = p.trace
+    group_of = {s.out: s.group for s in p.steps if s.kind == "loop" and s.out is not None}
+    readers: dict[int, set] = {}
+    for step in p.steps:
+        if step.kind in ("alias", "constant"):
+            continue
+        reads = _loop_operands(step) if step.kind == "loop" else _refs(step.call.args)
+        where = ("g", step.group) if step.kind == "loop" else ("s", id(step))
+        for v in reads:
+            readers.setdefault(_root(p, v), set()).add(where)
+    escaping = set()
+    for _, grad, _ in trace.grads:
+        index = trace.index_of(grad._storage)
+        if index is not None:
+            escaping.add(_root(p, index))
+    escaping.update(_root(p, v) for v in trace.outputs if v is not None)
+    p.escaping = escaping
+    for index, kind in p.kinds.items():
+        if kind in ("input", "draw"):
+            p.stored.add(index)
+        elif kind == "computed":
+            own = group_of.get(index)
+            outside = [w for w in readers.get(index, ()) if w != ("g", own)]
+            if own is None or outside or index in escaping or index in p.written:
+                p.stored.add(index)
+    for index in sorted(p.stored, key=p.rank.__getitem__):
+        array = p.array(index)
+        size = p.arena_sizes.get(array.dtype, 0)
+        p.places[index] = (array.dtype, size, array.shape)
+        p.arena_sizes[array.dtype] = size + max(1, math.prod(array.shape))
+
+
+def _root(p: Plan, index: int) -> int:
+    """The value a view is a view of (itself for the others)."""
+    while index in p.views:
+        index = p.views[index][0]
+    return index

@@ -1,0 +1,296 @@
+"""pl.compile: compiled steps give eager's numbers; guards retrace; limits are refused.
+
+Tolerances: elementwise loops are the eager kernels' scalar functions, rounded per op as
+eager rounds, so they agree bit for bit; sums accumulate in float64 (eager: NumPy's pairwise
+sum in the dtype) and a product may take another BLAS path, so a float32 step differs by a
+few ULP of its terms - over 40 steps well within the issue's 1e-5 relative per step - and
+a float64 one within 1e-12.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pylucid as pl
+import pylucid.nn.functional as F  # noqa: N812  (PyTorch's spelling)
+from pylucid import nn
+
+
+@pytest.fixture(autouse=True)
+def _compile_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Generated modules in a directory of the test session (shared by its tests, so that
+    a graph compiled by one test is a cache hit for the next)."""
+    monkeypatch.setenv("PYLUCID_COMPILE_CACHE", str(tmp_path_factory.getbasetemp() / "compile"))
+
+
+def _model(dtype: pl.DType, seed: int = 0, dropout: float = 0.0) -> nn.Module:
+    pl.manual_seed(seed)
+    layers = [nn.Linear(12, 16), nn.Tanh()]
+    if dropout:
+        layers.append(nn.Dropout(dropout))
+    layers.append(nn.Linear(16, 5))
+    return nn.Sequential(*layers).to(dtype)
+
+
+def _batches(dtype: pl.DType, steps: int, rows: int = 8, last_rows: int | None = None):
+    rng = np.random.default_rng(1)
+    out = []
+    for i in range(steps):
+        n = last_rows if (last_rows and i >= steps - 3) else rows
+        x = pl.tensor(rng.standard_normal((n, 12)), dtype=dtype)
+        y = pl.tensor(rng.integers(0, 5, n))
+        out.append((x, y))
+    return out
+
+
+def _step(model: nn.Module, opt: pl.optim.Optimizer):
+    def step(x: pl.Tensor, y: pl.Tensor) -> pl.Tensor:
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def _trajectories(dtype, make_opt, steps=40, dropout=0.0, last_rows=None):
+    batches = _batches(dtype, steps, last_rows=last_rows)
+    runs = []
+    for compiled in (False, True):
+        model = _model(dtype, dropout=dropout)
+        opt = make_opt(model.parameters())
+        step = _step(model, opt)
+        if compiled:
+            step = pl.compile(step)
+        pl.manual_seed(7)
+        losses = [step(x, y).item() for x, y in batches]
+        runs.append((np.array(losses), [p.numpy().copy() for p in model.parameters()], step))
+    return runs
+
+
+def _sgd(params):
+    return pl.optim.SGD(params, lr=0.1, momentum=0.9)
+
+
+@pytest.mark.parametrize(("dtype", "rtol"), [(pl.float32, 1e-5), (pl.float64, 1e-12)])
+def test_sgd_momentum_trajectory_matches_eager(dtype, rtol):
+    (eager, eager_params, _), (compiled, compiled_params, step) = _trajectories(
+        dtype, _sgd, last_rows=5
+    )
+    np.testing.assert_allclose(compiled, eager, rtol=rtol)
+    for a, b in zip(compiled_params, eager_params):
+        np.testing.assert_allclose(a, b, rtol=rtol * 10, atol=rtol)
+    # a warm-up capture (the momentum buffers are made), one trace per batch shape
+    assert step.stats.warmups == 1 and step.stats.traces == 2
+    assert step.stats.replays == 40 - 1 - 2
+
+
+def test_adam_step_counts_advance_in_replays():
+    def adam(params):
+        return pl.optim.Adam(params, lr=0.01)
+
+    (eager, _, _), (compiled, _, step) = _trajectories(pl.float64, adam, steps=12)
+    np.testing.assert_allclose(compiled, eager, rtol=1e-12)
+    assert step.stats.replays == 10
+
+
+def test_dropout_draws_advance_with_the_seed():
+    (eager, _, _), (compiled, _, step) = _trajectories(pl.float64, _sgd, steps=8, dropout=0.3)
+    np.testing.assert_allclose(compiled, eager, rtol=1e-12)
+    assert step.stats.replays == 6
+
+
+def test_chain_forward_backward_matches_eager():
+    def chain(y: pl.Tensor) -> pl.Tensor:
+        z = y
+        for _ in range(10):
+            z = pl.log2(z * 3 + 2)
+        z.sum().backward()
+        return z
+
+    compiled = pl.compile(chain)
+    for value in (0.5, 1.5, 3.0):
+        x = pl.tensor([value, 2 * value], requires_grad=True)
+        eager_out = chain(x).numpy().copy()
+        eager_grad = x.grad.numpy().copy()
+        x.grad = None
+        out = compiled(x)
+        np.testing.assert_array_equal(out.numpy(), eager_out)
+        np.testing.assert_array_equal(x.grad.numpy(), eager_grad)
+        x.grad = None
+    assert compiled.stats.traces == 1 and compiled.stats.replays == 2
+
+
+def test_scheduler_stepped_inside_the_function():
+    batches = _batches(pl.float64, 10)
+    results = []
+    for compiled in (False, True):
+        model = _model(pl.float64)
+        opt = pl.optim.SGD(model.parameters(), lr=0.2, momentum=0.5)
+        sched = pl.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        inner = _step(model, opt)
+
+        def step(x, y, inner=inner, sched=sched):
+            loss = inner(x, y)
+            sched.step()
+            return loss
+
+        run = pl.compile(step) if compiled else step
+        results.append([run(x, y).item() for x, y in batches])
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-12)
+
+
+def _linear_step():
+    w = pl.randn(4, 3, requires_grad=True)
+
+    def step(x):
+        loss = (x @ w).tanh().sum()
+        loss.backward()
+        return loss
+
+    return w, pl.compile(step)
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["shape", "dtype", "requires_grad", "grad_mode", "autocast", "parameter", "grads_kept"],
+)
+def test_each_guard_retraces(change):
+    w, step = _linear_step()
+    x = pl.randn(5, 4)
+    step(x)
+    w.grad = None
+    step(x)
+    w.grad = None
+    assert step.stats.traces == 1 and step.stats.replays == 1
+    if change == "shape":
+        step(pl.randn(6, 4))
+    elif change == "dtype":
+        step(pl.randn(5, 4, dtype=pl.float64).to(pl.float32).double().float().double())
+    elif change == "requires_grad":
+        step(pl.randn(5, 4).requires_grad_())
+    elif change == "grad_mode":
+        with pl.no_grad(), pytest.raises(RuntimeError):
+            step(x)  # (eager too: nothing to differentiate)
+        return
+    elif change == "autocast":  # a new trace, which refuses half precision (a limit)
+        with pl.autocast(pl.bfloat16), pytest.raises(pl.CaptureError, match="bfloat16"):
+            step(x)
+        return
+    elif change == "parameter":
+        w.data = pl.randn(4, 3)
+        step(x)
+    else:  # the gradient of the last call kept: the eager step accumulates into it
+        before = w.grad
+        assert before is None
+        step(x)
+        kept = w.grad.numpy().copy()
+        step(x)
+        np.testing.assert_allclose(w.grad.numpy(), 2 * kept, rtol=1e-6)
+        assert step.stats.traces == 2
+        return
+    assert step.stats.traces == 2
+
+
+def test_eviction_keeps_the_newest_traces():
+    w, _ = _linear_step()
+
+    def step(x):
+        loss = (x @ w).sum()
+        loss.backward()
+        return loss
+
+    compiled = pl.compile(step, max_traces=2)
+    for rows in (2, 3, 4, 2):
+        w.grad = None
+        compiled(pl.randn(rows, 4))
+    assert compiled.stats.traces == 4 and compiled.stats.evictions == 2
+    assert len(compiled.programs) == 2
+
+
+def test_item_inside_raises_naming_the_line():
+    w, _ = _linear_step()
+
+    def step(x):
+        loss = (x @ w).sum()
+        if loss.item() > 0:  # data-dependent Python
+            loss = loss * 2
+        return loss
+
+    with pytest.raises(pl.CaptureError, match=r"test_compile.py:\d+.*item"):
+        pl.compile(step)(pl.randn(2, 4))
+
+
+def test_fallback_eager_warns_once_and_gives_eager_results():
+    def step(x):
+        y = (x * 2).sum()
+        return y * 2 if y.item() > 0 else y
+
+    compiled = pl.compile(step, fallback="eager")
+    x = pl.tensor([1.0, 2.0])
+    with pytest.warns(RuntimeWarning, match="runs eagerly"):
+        assert compiled(x).item() == 12.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compiled(-x).item() == -6.0
+    assert compiled.stats.eager_calls == 1 and compiled.stats.traces == 0
+
+
+def test_ignored_target_count_change_retraces():
+    model = _model(pl.float64)
+    opt = pl.optim.SGD(model.parameters(), lr=0.1)
+    step = pl.compile(_step(model, opt))
+    x = pl.randn(4, 12, dtype=pl.float64)
+    for targets in ([1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4], [1, -100, 3, 4]):
+        step(x, pl.tensor(targets))
+    # (the first trace saw no gradients to clear, so the second call captures again)
+    assert step.stats.replays == 1 and step.stats.retraces == 1 and step.stats.traces == 3
+
+
+def test_bad_targets_still_raise():
+    model = _model(pl.float64)
+    opt = pl.optim.SGD(model.parameters(), lr=0.1)
+    step = pl.compile(_step(model, opt))
+    x = pl.randn(4, 12, dtype=pl.float64)
+    for _ in range(3):
+        step(x, pl.tensor([1, 2, 3, 4]))
+    before = [p.numpy().copy() for p in model.parameters()]
+    with pytest.raises((IndexError, ValueError), match="cross_entropy"):
+        step(x, pl.tensor([1, 2, 3, 9]))
+    for a, b in zip(model.parameters(), before):
+        np.testing.assert_array_equal(a.numpy(), b)  # nothing half-updated
+
+
+def test_outputs_are_copies():
+    w, step = _linear_step()
+    x = pl.randn(5, 4)
+    first = step(x)
+    w.grad = None
+    second = step(x)
+    w.grad = None
+    value = second.item()
+    step(pl.randn(5, 4))
+    assert second.item() == value
+    assert first.shape == second.shape == ()
+
+
+def test_generated_module_is_cached_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYLUCID_COMPILE_CACHE", str(tmp_path))
+    w, step = _linear_step()
+    step(pl.randn(5, 4))
+    files = list(tmp_path.glob("step_*.py"))
+    assert len(files) == 1
+    w2, step2 = _linear_step()  # the same graph again: the same file
+    step2(pl.randn(5, 4))
+    assert list(tmp_path.glob("step_*.py")) == files
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="fallback"):
+        pl.compile(lambda: None, fallback="maybe")
+    with pytest.raises(ValueError, match="max_traces"):
+        pl.compile(lambda: None, max_traces=0)
