@@ -294,3 +294,80 @@ def test_bad_arguments():
         pl.compile(lambda: None, fallback="maybe")
     with pytest.raises(ValueError, match="max_traces"):
         pl.compile(lambda: None, max_traces=0)
+
+
+def test_training_flag_retraces():
+    model = _model(pl.float64, dropout=0.5)
+    opt = pl.optim.SGD(model.parameters(), lr=0.1)
+    step = pl.compile(_step(model, opt))
+    x, y = pl.randn(4, 12, dtype=pl.float64), pl.tensor([0, 1, 2, 3])
+    for _ in range(3):
+        step(x, y)
+    traces = step.stats.traces
+    model.eval()
+    step(x, y)
+    assert step.stats.traces == traces + 1
+
+
+def test_compiled_trajectory_matches_torch():
+    torch = pytest.importorskip("torch", reason="PyTorch is the oracle (pip install torch)")
+    batches = _batches(pl.float64, 30)
+    model = _model(pl.float64)
+    reference = torch.nn.Sequential(
+        torch.nn.Linear(12, 16), torch.nn.Tanh(), torch.nn.Linear(16, 5)
+    ).double()
+    with torch.no_grad():
+        for p, q in zip(model.parameters(), reference.parameters()):
+            q.copy_(torch.from_numpy(p.numpy().copy()))
+    step = pl.compile(_step(model, pl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)))
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    for x, y in batches:
+        loss = step(x, y).item()
+        opt.zero_grad()
+        expected = torch.nn.functional.cross_entropy(
+            reference(torch.from_numpy(x.numpy())), torch.from_numpy(y.numpy())
+        )
+        expected.backward()
+        opt.step()
+        assert loss == pytest.approx(expected.item(), rel=1e-12)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=1e-11, atol=1e-13)
+
+
+def test_training_script_step_matches_eager():
+    """LayerNorm (its backend call returns the statistics too), dropout, clipping, AdamW
+    and a cosine schedule stepped inside: float32, the same losses as eager."""
+    batches = _batches(pl.float32, 12)
+    runs = []
+    for compiled in (False, True):
+        pl.manual_seed(0)
+        model = nn.Sequential(nn.Linear(12, 16), nn.LayerNorm(16), nn.Tanh(), nn.Dropout(0.1),
+                              nn.Linear(16, 5))  # fmt: skip
+        opt = pl.optim.AdamW(model.parameters(), lr=3e-3)
+        sched = pl.optim.lr_scheduler.CosineAnnealingLR(opt, 20)
+
+        def step(x, y, model=model, opt=opt, sched=sched):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+            sched.step()
+            return loss
+
+        run = pl.compile(step) if compiled else step
+        pl.manual_seed(3)
+        runs.append(np.array([run(x, y).item() for x, y in batches]))
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5)
+    assert run.stats.replays == 10
+
+
+def test_tensor_made_from_python_data_inside_is_refused():
+    w, _ = _linear_step()
+
+    def step(x):
+        mask = pl.tensor([1.0, 0.0, 1.0])  # Python data: a constant a replay would keep
+        return ((x @ w) * mask).sum()
+
+    with pytest.raises(pl.CaptureError, match="Python data"):
+        pl.compile(step)(pl.randn(2, 4))

@@ -515,9 +515,11 @@ class Backend(Protocol):
         """The ``order``-norm of each array's elements (``torch.linalg.vector_norm``: inf,
         -inf, 0, 1, 2 or any p), as a 1-d array of ``dtype`` (all arrays of ``dtype``)."""
 
-    def scale(self, arrays: list[Storage], factor: float, dtype: DType) -> list[Storage]:
-        """Each array times ``factor`` (rounded to ``dtype``), in place where mutable;
-        returns the storages holding the products."""
+    def scale(
+        self, arrays: list[Storage], factor: float | Storage, dtype: DType
+    ) -> list[Storage]:
+        """Each array times ``factor`` (a number, rounded to ``dtype``, or a 0-d storage of
+        ``dtype``), in place where mutable; returns the storages holding the products."""
 
     # -- linalg and shape families ----------------------------------------------------------
     def matmul(self, a: Storage, b: Storage, shape: Shape, dtype: DType) -> Storage:

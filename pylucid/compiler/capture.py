@@ -241,7 +241,12 @@ class Recorder:
     # -- the recording methods ----------------------------------------------------------
     def _recording(self, name: str, method: Callable) -> Callable:
         if name == "to_numpy":
-            return self._host_read(method)
+            return self._host_read(method, "reads a tensor's values in Python (.item(), "
+                                   ".numpy(), print, bool())")  # fmt: skip
+        if name == "from_numpy":  # (random draws record their own from_numpy: as a draw)
+            return self._host_read(method, "makes a tensor from Python data (pl.tensor, "
+                                   "from_numpy, a DataLoader's batch), whose values a replay "
+                                   "would not see again; pass such tensors as arguments")  # fmt: skip
         trace = self.trace
 
         def record(*args: Any) -> Any:
@@ -313,14 +318,13 @@ class Recorder:
 
         return record
 
-    def _host_read(self, method: Callable) -> Callable:
-        def note(storage: Any) -> Any:
+    def _host_read(self, method: Callable, what: str) -> Callable:
+        def note(*args: Any) -> Any:
             # (noted, not raised here: an op building an error message reads values too,
             # and its own error must come out)
-            if self.trace.host_read is None:
-                what = "reads a tensor's values in Python (.item(), .numpy(), print, bool())"
+            if self.trace.host_read is None and not self._depth:
                 self.trace.host_read = (what, user_site())
-            return method(storage)
+            return method(*args)
 
         return note
 

@@ -103,7 +103,8 @@ class _Writer:
                 expression = f"{base_var}.reshape({tuple(args[0])!r})"
             else:
                 expression = f"np.broadcast_to({base_var}, {tuple(args[0])!r})"
-            if p.array(base).shape == ():  # (0-d values are 1-element arrays here)
+            if p.array(base).shape == () or p.array(index).shape == ():
+                # (0-d values are 1-element arrays here)
                 expression = f"{base_var}.reshape({tuple(p.array(index).shape) or (1,)!r})"
         elif index in p.places:
             dtype, offset, shape = p.places[index]

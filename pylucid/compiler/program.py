@@ -58,6 +58,13 @@ def rebuild(template: Any, leaves: list[Any]) -> Any:
     return template
 
 
+def _flat(value: Any) -> list[Any]:
+    """The leaves of nested tuples and lists, in order."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in _flat(v)]
+    return [value]
+
+
 @contextmanager
 def _collecting(into: list[tuple]) -> Any:
     """Update loops append ``(kernel, choices, scalars)`` to ``into`` instead of running."""
@@ -168,15 +175,21 @@ class Program:
             return token
 
         args = tuple(resolve(a) for a in step.call.args)
-        target = arrays.get(step.out) if step.out is not None else None
         expected = step.call.result
+        # (position in the flattened result, its planned array) of each array it returns
+        targets = [
+            (position, arrays[ref.index]) for position, ref in enumerate(_flat(expected))
+            if isinstance(ref, Ref) and ref.index in arrays
+        ]  # fmt: skip
         name = step.call.name
 
         def run() -> None:
             result = method(backend, *args)
-            if target is not None:
-                if result is not target:
-                    np.copyto(target, result)
+            if targets:
+                produced = _flat(result)
+                for position, target in targets:
+                    if produced[position] is not target:
+                        np.copyto(target, produced[position])
             elif not isinstance(expected, (Ref, list, tuple)) and result != expected:
                 raise RuntimeError(
                     f"pl.compile: {name} gave {result!r} where the captured step saw "

@@ -236,14 +236,18 @@ def clip_grads_by_norm_(
             )
         views.check_writable("clip_grads_by_norm_", g)
     per_tensor = be.norms([g._storage for g in grads], norm_type, dtype)
-    total = be.norms([per_tensor], norm_type, dtype)
-    norm = Tensor._make(be.reshape(total, ()), be, dtype, shape=())
-    value = norm.item()
+    total = be.reshape(be.norms([per_tensor], norm_type, dtype), ())
+    norm = Tensor._make(total, be, dtype, shape=())
     if error_if_nonfinite:
-        refuse_nonfinite_norm(value, norm_type)
-    kind = (np.float32 if dtype.is_half else dtype.numpy).type
-    with np.errstate(all="ignore"):  # (an infinite or nan norm: 0 or nan, as PyTorch's)
-        ratio = kind(max_norm) / (kind(value) + kind(1e-6))
-    coefficient = min(ratio, kind(1.0))  # (min keeps a nan first argument: as clamp)
-    _commit(tuple(grads), be.scale([g._storage for g in grads], float(coefficient), dtype))
+        refuse_nonfinite_norm(norm.item(), norm_type)
+    if dtype.is_half:  # (halves: the coefficient in float32, as the primitives compute them)
+        kind = np.float32
+        with np.errstate(all="ignore"):  # (an infinite or nan norm: 0 or nan, as PyTorch's)
+            ratio = kind(max_norm) / (kind(norm.item()) + kind(1e-6))
+        coefficient = float(min(ratio, kind(1.0)))  # (min keeps a nan first argument: clamp)
+    else:  # the same IEEE operations as primitives on the 0-d norm: no value leaves the
+        # backend, so a compiled step (pylucid.compiler) can clip
+        ratio = be.div(float(max_norm), be.add(total, 1e-6, (), dtype), (), dtype)
+        coefficient = be.minimum(ratio, 1.0, (), dtype)
+    _commit(tuple(grads), be.scale([g._storage for g in grads], coefficient, dtype))
     return norm
