@@ -53,6 +53,11 @@ QUERIES = frozenset({
 #: Primitives that change their first array argument in place (and return it).
 IN_PLACE = frozenset({"accumulate", "write", "setitem"})
 
+_READS_VALUES = "reads a tensor's values in Python (.item(), .numpy(), print, bool())"
+_MAKES_FROM_DATA = (
+    "makes a tensor from Python data (pl.tensor, from_numpy, a DataLoader's batch), whose "
+    "values a replay would not see again; pass such tensors as arguments"
+)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -241,12 +246,9 @@ class Recorder:
     # -- the recording methods ----------------------------------------------------------
     def _recording(self, name: str, method: Callable) -> Callable:
         if name == "to_numpy":
-            return self._host_read(method, "reads a tensor's values in Python (.item(), "
-                                   ".numpy(), print, bool())")  # fmt: skip
+            return self._host_read(method, _READS_VALUES)
         if name == "from_numpy":  # (random draws record their own from_numpy: as a draw)
-            return self._host_read(method, "makes a tensor from Python data (pl.tensor, "
-                                   "from_numpy, a DataLoader's batch), whose values a replay "
-                                   "would not see again; pass such tensors as arguments")  # fmt: skip
+            return self._host_read(method, _MAKES_FROM_DATA)
         trace = self.trace
 
         def record(*args: Any) -> Any:
