@@ -50,6 +50,10 @@ QUERIES = frozenset({
     "shape", "dtype", "is_writable", "is_private", "aliases", "is_available",
     "unavailable_reason", "info", "check_allocation",
 })  # fmt: skip
+#: Primitives that run one elementwise kernel on their first ``n`` arguments, in order, as
+#: ``_operand`` gives them (broadcast, cast to the compute dtype), without ``_nary``:
+#: primitive -> n.
+KERNEL_ON_ARGUMENTS = {"where": 3, "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2}
 #: Primitives that change their first array argument in place (and return it).
 IN_PLACE = frozenset({"accumulate", "write", "setitem"})
 
@@ -199,6 +203,7 @@ class Recorder:
         self.trace = Trace()
         self._depth = 0
         self._loops: list[tuple[Elementwise | None, Any]] = []
+        self._runs: list[tuple[ElementwiseKernel, Any]] = []
         self._nary_depth = 0
         self._updates: list[tuple] = []
         self._patches: list[tuple[Any, str, Any, bool]] = []
@@ -227,6 +232,7 @@ class Recorder:
         self._saved_plans = op_base._PLANS
         op_base._PLANS = {}
         self._patch(UpdateKernel, "__call__", self._recording_update(UpdateKernel.__call__))
+        self._patch(ElementwiseKernel, "run", self._recording_run(ElementwiseKernel.run))
         self._patch(Tensor, "_accumulate_grad", self._recording_grad(Tensor._accumulate_grad))
         self._patch(Tensor, "grad", self._recording_grad_setter(Tensor.grad))
         self._patch(Optimizer, "_run_step", self._recording_step(Optimizer._run_step))
@@ -255,7 +261,7 @@ class Recorder:
             if self._depth:  # a primitive's own use of another: part of the outer call
                 return method(*args)
             self._depth += 1
-            self._loops, self._updates = [], []
+            self._loops, self._updates, self._runs = [], [], []
             try:
                 result = method(*args)
             finally:
@@ -273,6 +279,15 @@ class Recorder:
                 call.elementwise = self._loops[0][0]
             if len(self._updates) == 1:
                 call.update = _update_of(trace, self._updates[0], args)
+            arity = KERNEL_ON_ARGUMENTS.get(name)
+            if arity and not self._loops and len(self._runs) == 1 and self._runs[0][1] is result:
+                kernel, _ = self._runs[0]
+                dtype = args[-1]
+                if not dtype.is_half:
+                    call.elementwise = Elementwise(
+                        kernel._scalar_fn, tuple(_tokens(trace, a) for a in args[:arity]), (),
+                        tuple(args[-2]), np.dtype(dtype.numpy),
+                    )  # fmt: skip
             trace.calls.append(call)
             return result
 
@@ -309,6 +324,14 @@ class Recorder:
                     np.dtype(dtype.numpy),
                 )
             self._loops.append((loop, result))
+            return result
+
+        return record
+
+    def _recording_run(self, run: Callable) -> Callable:
+        def record(kernel: ElementwiseKernel, *args: Any) -> Any:
+            result = run(kernel, *args)
+            self._runs.append((kernel, result))
             return result
 
         return record
