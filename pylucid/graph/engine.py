@@ -19,18 +19,21 @@ __all__ = ["backward", "grad", "run_backward"]
 
 
 def _dependencies(roots: Sequence[Node]) -> dict[Node, int]:
-    """For every node reachable from ``roots``: how many edges point to it."""
-    counts: dict[Node, int] = {}
-    seen = set(roots)
-    stack = list(seen)
+    """For every node reachable from ``roots``: how many edges point to it (0 for a root
+    that no edge reaches). A node is in the dict once it is seen, so the dict is also the
+    set of the nodes seen: one lookup an edge."""
+    counts: dict[Node, int] = dict.fromkeys(roots, 0)
+    stack = list(counts)
     while stack:
         for child in stack.pop().next_edges:
             if child is None:
                 continue
-            counts[child] = counts.get(child, 0) + 1
-            if child not in seen:
-                seen.add(child)
+            count = counts.get(child)
+            if count is None:
+                counts[child] = 1
                 stack.append(child)
+            else:
+                counts[child] = count + 1
     return counts
 
 
@@ -117,18 +120,21 @@ def run_backward(
                     check_gradients(node, outputs)
                 if not retain_graph:
                     node.release()
-                if _routes_one_storage_twice(g, outputs):
+                if len(outputs) == 1:  # (the common case, without a call: a chain's nodes)
+                    if outputs[0] is g:
+                        shared.add(id(g))
+                elif _routes_one_storage_twice(g, outputs):
                     shared.update([id(o) for o in outputs if o is not None])
             for child, child_grad in zip(node.next_edges, outputs):
                 if child is None:
                     continue
-                if child_grad is not None:
-                    if child in pending:
-                        pending[child] = pending[child] + child_grad
-                    else:
-                        pending[child] = child_grad
-                dependencies[child] -= 1
-                if dependencies[child] == 0:
+                if child_grad is not None:  # (a pending gradient is never None)
+                    previous = pending.get(child)
+                    pending[child] = child_grad if previous is None else previous + child_grad
+                remaining = dependencies[child] - 1
+                if remaining:
+                    dependencies[child] = remaining
+                else:  # (no edge is left to decrement it: the count is not stored back)
                     ready.append(child)
     finally:
         swap_grad_mode(previous_mode)
