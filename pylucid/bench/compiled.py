@@ -67,7 +67,7 @@ def _chain(lib: Any) -> Callable[[], Any]:
         for _ in range(_LINKS):
             y = lib.log2(y * 3 + 2)
         y.sum().backward()
-        return y
+        return x.grad
 
     return step
 
