@@ -32,6 +32,7 @@ import pylucid as pl
 
 __all__ = [
     "COMPILED_SCENARIOS",
+    "COMPILED_WARMUP",
     "build_compiled_program",
     "compile_times",
     "first_calls",
@@ -47,6 +48,9 @@ COMPILED_SCENARIOS: dict[str, str] = {
     ),
 }
 _LINKS = 50
+#: Calls before a compiled program replays: the capture of a first optimizer step (a
+#: warm-up), the capture that is kept (and its compile), and one more.
+COMPILED_WARMUP = 3
 
 
 def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:

@@ -62,7 +62,7 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numba
@@ -70,7 +70,7 @@ import numpy as np
 
 import pylucid as pl
 from pylucid.bench.cases import load_libraries
-from pylucid.bench.compiled import COMPILED_SCENARIOS, build_compiled_program
+from pylucid.bench.compiled import COMPILED_SCENARIOS, COMPILED_WARMUP, build_compiled_program
 from pylucid.bench.layers import LAYER_SCENARIOS, build_layer_program
 from pylucid.bench.report import format_time
 from pylucid.bench.timing import Measurement, TimerConfig, measure
@@ -494,7 +494,7 @@ def time_scenarios(
                     programs[library] = build_program(name, library, module)
                 except Exception as exc:  # a broken program is reported, not fatal
                     errors.append(_error("same_process", name, library, exc))
-            measured, failed = measure(programs, timer)
+            measured, failed = measure(programs, _timer_for(name, timer))
             errors += [
                 {"mode": "same_process", "scenario": name, "library": lib, "error": e}
                 for lib, e in failed.items()
@@ -505,6 +505,14 @@ def time_scenarios(
                 note(f"{name} (same process): {_summary(timed)}")
     _set_torch_ratios(rows)
     return rows, errors
+
+
+def _timer_for(scenario: str, timer: TimerConfig) -> TimerConfig:
+    """``timer``, with the warm-up a compiled scenario needs before it is in its steady state:
+    a warm-up capture (the optimizer's state is made), the capture and its compile."""
+    if scenario in COMPILED_SCENARIOS:
+        return replace(timer, warmup=max(timer.warmup, COMPILED_WARMUP))
+    return timer
 
 
 def _error(mode: str, scenario: str, library: str, exc: BaseException) -> dict[str, Any]:

@@ -48,7 +48,11 @@ def format_time(seconds: float) -> str:
 
 
 def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+    """A ratio with two decimals, or two significant digits below 0.1 (a compiled chain
+    runs at a few thousandths of PyTorch's time: "0.00x" would say nothing)."""
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" if value >= 0.1 or value == 0 else f"{value:.2g}x"
 
 
 def write_json(doc: dict[str, Any], path: str | Path) -> Path:
