@@ -371,3 +371,16 @@ def test_tensor_made_from_python_data_inside_is_refused():
 
     with pytest.raises(pl.CaptureError, match="Python data"):
         pl.compile(step)(pl.randn(2, 4))
+
+
+def test_array_made_outside_the_backend_is_refused():
+    """An array no recorded primitive made and no tensor holds after the step (here made
+    through the private Tensor._make) would be a stale constant of the trace."""
+    backend = pl.randn(1)._backend
+
+    def step(x):
+        ones = pl.Tensor._make(np.ones(3, np.float32), backend, pl.float32)
+        return (x * ones).sum()  # (no graph keeps the tensor alive after the step)
+
+    with pytest.raises(pl.CaptureError, match="no recorded primitive made"):
+        pl.compile(step)(pl.randn(2, 3))

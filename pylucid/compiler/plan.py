@@ -28,6 +28,7 @@ are passed to the compiled code as they are.
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from pylucid.compiler.capture import IN_PLACE, Call, CaptureError, Ref, Trace
+from pylucid.tensor import Tensor
 
 __all__ = ["Plan", "Step", "plan"]
 
@@ -107,6 +109,22 @@ class Plan:
     def array(self, index: int) -> np.ndarray:
         """The array a value had at capture."""
         return self.trace.arrays[index]
+
+
+def _owning_tensor(array: np.ndarray) -> Tensor | None:
+    """The live tensor whose storage ``array`` is, if any (found through the garbage
+    collector's referrers: once per capture, for the arrays no recorded call made)."""
+    for referrer in gc.get_referrers(array):
+        if isinstance(referrer, Tensor) and referrer._storage is array:
+            return referrer
+    return None
+
+
+def _first_reader(trace: Trace, index: int) -> str:
+    for call in trace.calls:
+        if index in _refs(call.args):
+            return call.name
+    return "the step"
 
 
 def importable(fn: Callable) -> bool:
@@ -251,9 +269,17 @@ def plan(trace: Trace) -> Plan:
             p.kinds[index] = "computed"
         elif index in trace.owners or index in p.written:
             p.kinds[index] = "owned"
-        else:
-            p.kinds[index] = "constant"
-            p.constants[index] = np.array(trace.arrays[index], copy=True)
+        else:  # an array no recorded call made: a tensor's storage, read by identity
+            owner = _owning_tensor(trace.arrays[index])
+            if owner is None:
+                raise CaptureError(
+                    f"pl.compile: {_first_reader(trace, index)} read an array (shape "
+                    f"{trace.arrays[index].shape}) that no recorded primitive made and no "
+                    f"tensor holds: a copy made outside the backend, whose values a replay "
+                    f"would not compute again; run this step eagerly"
+                )
+            trace.owners[index] = owner
+            p.kinds[index] = "owned"
     for call in trace.calls:
         kind, out = _kind(p, call)
         step = Step(call, kind, out)
