@@ -71,8 +71,10 @@ def _collecting(into: list[tuple]) -> Any:
     original = UpdateKernel.__call__
 
     def collect(kernel: UpdateKernel, choices: tuple, param: Any, *args: Any) -> None:
-        into.append((kernel, tuple(choices), tuple(float(a) for a in args if np.ndim(a) == 0
-                                                   and not isinstance(a, np.ndarray))))
+        # (the kernel's scalars are NumPy scalars of the compute dtype; its arrays follow
+        # the parameter)
+        scalars = tuple([float(a) for a in args if isinstance(a, np.generic)])
+        into.append((kernel, tuple(choices), scalars))
 
     UpdateKernel.__call__ = collect
     try:
