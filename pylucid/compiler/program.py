@@ -95,6 +95,15 @@ class Program:
     template
         The structure of the step's result (:func:`flatten`); ``outputs`` its leaves, each a
         value number (a tensor), or the object itself (anything else).
+
+    Attributes
+    ----------
+    text : str
+        The generated source.
+    segments : int
+        How many compiled functions a replay calls.
+    host_calls : list of str
+        The primitives a replay calls from Python (the graph breaks), in order.
     """
 
     def __init__(self, trace: Trace, plan: Plan, backend: Any, template: Any,
