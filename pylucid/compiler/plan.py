@@ -29,6 +29,7 @@ are passed to the compiled code as they are.
 from __future__ import annotations
 
 import gc
+import importlib.util
 import math
 import sys
 from collections.abc import Callable
@@ -236,10 +237,22 @@ def _loopable_array(a: np.ndarray) -> bool:
     return a.dtype in _LOOP_DTYPES
 
 
+#: Numba's np.dot calls the BLAS of scipy.linalg.cython_blas, and without SciPy aborts the
+#: process ("BLAS wrapper returned with an error"): without it, products are host calls.
+_BLAS_IN_NUMBA = importlib.util.find_spec("scipy") is not None
+
+
 def _matmul_fits(arrays: list[np.ndarray], call: Call) -> bool:
     a, b = (arrays[t.index] for t in call.args[:2] if isinstance(t, Ref))
     contiguous = all(x.flags.c_contiguous or x.flags.f_contiguous for x in (a, b))
-    return a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype in _FLOATS and contiguous
+    return (
+        _BLAS_IN_NUMBA
+        and a.ndim == 2
+        and b.ndim == 2
+        and a.dtype == b.dtype
+        and a.dtype in _FLOATS
+        and contiguous
+    )
 
 
 def plan(trace: Trace) -> Plan:
