@@ -84,10 +84,15 @@ class CompiledFunction:
                                "eagerly: MLX evaluates lazily already)", args, kwargs)  # fmt: skip
         return self._capture(key, backend, tensors, args, kwargs)
 
-    def _eager(self, reason: str, args: tuple, kwargs: dict) -> Any:
+    def _give_up(self, reason: str) -> None:
+        """Run eagerly from now on, saying why once (the warning points at the caller of
+        the compiled function: ``__call__`` -> ``_eager``/``_capture`` -> here)."""
         self._eager_reason = reason
         warnings.warn(f"pl.compile: {self.__name__} runs eagerly from now on: {reason}",
-                      RuntimeWarning, stacklevel=3)  # fmt: skip
+                      RuntimeWarning, stacklevel=4)  # fmt: skip
+
+    def _eager(self, reason: str, args: tuple, kwargs: dict) -> Any:
+        self._give_up(reason)
         self.stats.eager_calls += 1
         return self._fn(*args, **kwargs)
 
@@ -109,9 +114,7 @@ class CompiledFunction:
                     f"move the read out of the function (return the tensor instead), or "
                     f"use pl.compile(fn, fallback='eager') to run it eagerly"
                 )
-            self._eager_reason = f"it {what} at {where}"
-            warnings.warn(f"pl.compile: {self.__name__} runs eagerly from now on: it "
-                          f"{what} at {where}", RuntimeWarning, stacklevel=3)  # fmt: skip
+            self._give_up(f"it {what} at {where}")
             return result
         if trace.created_state:  # a first optimizer step: the next call captures again
             self.stats.warmups += 1
@@ -127,15 +130,13 @@ class CompiledFunction:
                         f"(shape {leaf.shape}); return tensors the step computed"
                     )
                 outputs[i] = Ref(index)
-        trace.outputs = [o.index if hasattr(o, "index") else None for o in outputs]
+        trace.outputs = [o.index if isinstance(o, Ref) else None for o in outputs]
         try:
             program = Program(trace, plan(trace), backend, template, outputs)
         except CaptureError as error:
             if self._fallback == "raise":
                 raise
-            self._eager_reason = str(error)
-            warnings.warn(f"pl.compile: {self.__name__} runs eagerly from now on: {error}",
-                          RuntimeWarning, stacklevel=3)  # fmt: skip
+            self._give_up(str(error))
             return result
         self._traces[key] = program
         self.stats.traces += 1

@@ -24,7 +24,6 @@ on data, which a replay would not see.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from pylucid import factories
+from pylucid.graph.anomaly import in_package
 from pylucid.kernels.log2_avx512 import Log2Kernel
 from pylucid.kernels.loops import ElementwiseKernel
 from pylucid.kernels.optimizers import UpdateKernel
@@ -62,7 +62,6 @@ _MAKES_FROM_DATA = (
     "makes a tensor from Python data (pl.tensor, from_numpy, a DataLoader's batch), whose "
     "values a replay would not see again; pass such tensors as arguments"
 )
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class CaptureError(RuntimeError):
@@ -182,7 +181,7 @@ def optimizer_state_signature(optimizer: Optimizer) -> tuple:
 def user_site() -> str:
     """``file:line`` of the innermost frame outside pylucid (the user's code)."""
     for frame in reversed(traceback.extract_stack()):
-        if not os.path.abspath(frame.filename).startswith(_PACKAGE):
+        if not in_package(frame.filename):
             return f"{frame.filename}:{frame.lineno} ({frame.line})"
     return "<pylucid>"
 

@@ -10,7 +10,7 @@ from contextlib import ContextDecorator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AnomalyError", "detect_anomaly", "is_anomaly_enabled", "creation_site"]
+__all__ = ["AnomalyError", "creation_site", "detect_anomaly", "in_package", "is_anomaly_enabled"]
 
 
 class _State(threading.local):
@@ -55,7 +55,8 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 
 
 @functools.lru_cache(maxsize=4096)
-def _in_package(filename: str) -> bool:
+def in_package(filename: str) -> bool:
+    """Whether ``filename`` is a file of the pylucid package (not the user's code)."""
     return Path(filename).resolve().is_relative_to(_PACKAGE)
 
 
@@ -64,7 +65,7 @@ def creation_site() -> str | None:
     on."""
     if not is_anomaly_enabled():
         return None
-    frames = [f for f in traceback.extract_stack()[:-1] if not _in_package(f.filename)]
+    frames = [f for f in traceback.extract_stack()[:-1] if not in_package(f.filename)]
     return "".join(traceback.format_list(frames[-3:]))
 
 
