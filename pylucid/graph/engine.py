@@ -18,6 +18,12 @@ from pylucid.graph.node import AccumulateGrad, Node
 __all__ = ["backward", "grad", "run_backward"]
 
 
+def add_gradients(a: Any, b: Any) -> Any:
+    """The sum of two gradients of one node (storages, or tensors under ``create_graph``):
+    one function, so that ``pl.compile``'s capture can record it as the backend's add."""
+    return a + b
+
+
 def _dependencies(roots: Sequence[Node]) -> dict[Node, int]:
     """For every node reachable from ``roots``: how many edges point to it (0 for a root
     that no edge reaches). A node is in the dict once it is seen, so the dict is also the
@@ -89,7 +95,7 @@ def run_backward(
     shared: set[int] = set()
     for node, g in roots:
         shared.add(id(g))
-        pending[node] = pending[node] + g if node in pending else g
+        pending[node] = add_gradients(pending[node], g) if node in pending else g
     dependencies = _dependencies(list(pending))
     targets = set(capture or ())
     needed = _leading_to(list(pending), targets) if capture is not None else None
@@ -130,7 +136,9 @@ def run_backward(
                     continue
                 if child_grad is not None:  # (a pending gradient is never None)
                     previous = pending.get(child)
-                    pending[child] = child_grad if previous is None else previous + child_grad
+                    pending[child] = (
+                        child_grad if previous is None else add_gradients(previous, child_grad)
+                    )
                 remaining = dependencies[child] - 1
                 if remaining:
                     dependencies[child] = remaining
