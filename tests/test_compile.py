@@ -17,6 +17,7 @@ import pytest
 import pylucid as pl
 import pylucid.nn.functional as F  # noqa: N812  (PyTorch's spelling)
 from pylucid import nn
+from pylucid.compiler import tape
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +25,13 @@ def _compile_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """Generated modules in a directory of the test session (shared by its tests, so that
     a graph compiled by one test is a cache hit for the next)."""
     monkeypatch.setenv("PYLUCID_COMPILE_CACHE", str(tmp_path_factory.getbasetemp() / "compile"))
+
+
+@pytest.fixture(autouse=True, params=["tape", "fused"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with each replay mode as pl.compile's default."""
+    monkeypatch.setitem(pl.compile.__kwdefaults__, "mode", request.param)
+    return request.param
 
 
 def _model(dtype: pl.DType, seed: int = 0, dropout: float = 0.0) -> nn.Module:
@@ -278,15 +286,95 @@ def test_outputs_are_copies():
     assert first.shape == second.shape == ()
 
 
-def test_generated_module_is_cached_on_disk(tmp_path, monkeypatch):
+def test_generated_module_is_cached_on_disk(tmp_path, monkeypatch, mode):
+    """fused: one generated module per graph, found again for the same graph; tape: no
+    module per graph, one loop kernel per variant, shared by another graph using it."""
     monkeypatch.setenv("PYLUCID_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setattr(tape, "_KERNELS", {})  # (this process's loaded kernels forgotten)
     w, step = _linear_step()
     step(pl.randn(5, 4))
-    files = list(tmp_path.glob("step_*.py"))
-    assert len(files) == 1
-    w2, step2 = _linear_step()  # the same graph again: the same file
+    steps, loops = list(tmp_path.glob("step_*.py")), sorted(tmp_path.glob("loop_*.py"))
+    if mode == "fused":
+        assert len(steps) == 1 and not loops
+    else:
+        assert not steps and loops and step.programs[0].rows > 0
+    w2, step2 = _linear_step()  # the same graph again: the same files
     step2(pl.randn(5, 4))
-    assert list(tmp_path.glob("step_*.py")) == files
+    assert list(tmp_path.glob("step_*.py")) == steps
+    assert sorted(tmp_path.glob("loop_*.py")) == loops
+    if mode == "tape":  # another graph of the same kinds of loops: nothing new either
+        w3 = pl.randn(3, 2, requires_grad=True)
+        pl.compile(lambda x: (x @ w3).sum().backward())(pl.randn(7, 3))
+        assert sorted(tmp_path.glob("loop_*.py")) == loops
+
+
+def test_masks_broadcasts_and_strided_operands_match_eager():
+    """Loops over bools (comparisons, where), integer casts, broadcast rows and
+    transposed operands: the strided kernels and the byte-wide bools."""
+    w = pl.randn(4, 3, requires_grad=True)
+    bias = pl.randn(3, requires_grad=True)
+
+    def step(x):
+        h = x @ w + bias
+        mask = h > 0
+        y = pl.where(mask, h, h * 0.1) + mask.to(pl.float32) + (x.T[:3, :2].sum() * 0)
+        z = (y * y.T.T).sum() + (h.T * 2.0).sum()
+        z.backward()
+        return y, mask, z
+
+    x = pl.randn(5, 4)
+    eager = [t.numpy().copy() for t in step(x)] + [w.grad.numpy().copy(), bias.grad.numpy().copy()]
+    compiled = pl.compile(step)
+    for _ in range(3):
+        w.grad = bias.grad = None
+        got = [t.numpy().copy() for t in compiled(x)]
+    got += [w.grad.numpy(), bias.grad.numpy()]
+    assert compiled.stats.replays == 2
+    for a, b in zip(got, eager):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_empty_batch_and_large_loops_match_eager():
+    """A batch of no rows (loops over no elements); loops large enough for eager's threaded
+    kernels (the tape runs those kernels, into its arrays)."""
+    w = pl.randn(4, 3, requires_grad=True)
+
+    def step(x):
+        loss = (pl.tanh(x @ w * 1.5) + 1).sum()
+        loss.backward()
+        return loss
+
+    for rows in (0, 30_000):
+        x = pl.randn(rows, 4)
+        expected = step(x).item(), w.grad.numpy().copy()
+        compiled = pl.compile(step)
+        for _ in range(3):
+            w.grad = None
+            got = compiled(x).item(), w.grad.numpy().copy()
+        assert compiled.stats.replays == 2
+        assert got[0] == pytest.approx(expected[0], rel=1e-6)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-5, atol=1e-6)
+        w.grad = None
+
+
+def test_tape_and_fused_give_the_same_bits():
+    def chain(y):
+        z = y
+        for _ in range(6):
+            z = pl.tanh(pl.exp(z * 0.5) - 1.25) / (z * z + 1)
+        z.sum().backward()
+        return z
+
+    results = []
+    for mode in ("tape", "fused"):
+        x = pl.tensor(np.linspace(-2, 2, 37), dtype=pl.float32, requires_grad=True)
+        compiled = pl.compile(chain, mode=mode)
+        for _ in range(3):
+            x.grad = None
+            out = compiled(x)
+        results.append((out.numpy().copy(), x.grad.numpy().copy()))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
 def test_bad_arguments():
@@ -294,6 +382,8 @@ def test_bad_arguments():
         pl.compile(lambda: None, fallback="maybe")
     with pytest.raises(ValueError, match="max_traces"):
         pl.compile(lambda: None, max_traces=0)
+    with pytest.raises(ValueError, match="mode must be 'tape' or 'fused'"):
+        pl.compile(lambda: None, mode="fast")
 
 
 def test_training_flag_retraces():

@@ -7,6 +7,10 @@
     ``Linear(64, 128)``, ``Tanh``, ``Linear(128, 10)`` on a batch of 32 float32,
     ``cross_entropy``, ``backward``, ``SGD(lr=0.1, momentum=0.9)``, ``zero_grad``: per step.
 
+``compiled_chain_fused``, ``compiled_mlp_step_fused``
+    The same, pylucid compiling with ``mode="fused"`` (generated Numba code per graph)
+    instead of the default tape.
+
 pylucid runs the step through :func:`pylucid.compile`; PyTorch runs it eagerly (the
 issue's yardstick: torch.compile needs a C++ toolchain at run time and is not what a
 PyTorch script gets by default); MLX runs ``mx.compile`` of the same computation.
@@ -47,6 +51,8 @@ COMPILED_SCENARIOS: dict[str, str] = {
         "MLP 64-128-10, batch 32 float32, tanh, cross_entropy, SGD momentum 0.9: "
         "compiled (pylucid, MLX) vs eager (torch)"
     ),
+    "compiled_chain_fused": "compiled_chain, pylucid with mode='fused'",
+    "compiled_mlp_step_fused": "compiled_mlp_step, pylucid with mode='fused'",
 }
 _LINKS = 50
 #: Calls before a compiled program replays: the capture of a first optimizer step (a
@@ -152,15 +158,17 @@ def build_compiled_program(name: str, library: str, module: Any) -> Callable[[],
     if name not in COMPILED_SCENARIOS:
         raise ValueError(f"unknown compiled scenario {name!r}; choose from "
                          f"{tuple(COMPILED_SCENARIOS)}")  # fmt: skip
+    mode = "fused" if name.endswith("_fused") else "tape"
+    chain = name.startswith("compiled_chain")
     if library == "mlx":
-        return _mlx_chain(module) if name == "compiled_chain" else _mlx_mlp(module)
+        return _mlx_chain(module) if chain else _mlx_mlp(module)
     lib = pl if library == "pylucid" else module
-    if name == "compiled_chain":
+    if chain:
         step = _chain(lib)
-        return pl.compile(step) if library == "pylucid" else step
+        return pl.compile(step, mode=mode) if library == "pylucid" else step
     step, inputs, targets = _mlp(lib)
     if library == "pylucid":
-        step = pl.compile(step)
+        step = pl.compile(step, mode=mode)
     return functools.partial(step, inputs, targets)
 
 
@@ -171,7 +179,7 @@ def first_calls(name: str) -> dict[str, float]:
     call of the same program (``eager_first_s``: pylucid's own kernels loading from Numba's
     cache, which any first call pays)."""
     started = time.perf_counter()  # an eager call first: pylucid's kernels load from its cache
-    if name == "compiled_chain":
+    if name.startswith("compiled_chain"):
         _chain(pl)()
     else:
         eager, inputs, targets = _mlp(pl)
@@ -190,12 +198,12 @@ def first_calls(name: str) -> dict[str, float]:
 
 def compile_times(names: tuple[str, ...] = tuple(COMPILED_SCENARIOS)) -> dict[str, Any]:
     """The first calls of each pylucid compiled program in two fresh processes sharing a new
-    cache directory: ``cold`` (nothing cached: Numba compiles the generated code) and
-    ``warm`` (the first process's cache)."""
+    cache directory of its own: ``cold`` (nothing cached: Numba compiles the generated code,
+    or a tape's loop kernels) and ``warm`` (the first process's cache)."""
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, PYLUCID_COMPILE_CACHE=cache)
-        for name in names:
+    for name in names:
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, PYLUCID_COMPILE_CACHE=cache)
             results[name] = {}
             for kind in ("cold", "warm"):
                 code = (

@@ -175,6 +175,9 @@ SCENARIOS: dict[str, Scenario] = {
         *(Scenario(name, "step", 1, text) for name, text in TRAINING_SCENARIOS.items()),
         Scenario("compiled_chain", "op", CHAIN_OPS, COMPILED_SCENARIOS["compiled_chain"]),
         Scenario("compiled_mlp_step", "step", 1, COMPILED_SCENARIOS["compiled_mlp_step"]),
+        *(Scenario(name, "op" if "chain" in name else "step",
+                   CHAIN_OPS if "chain" in name else 1, COMPILED_SCENARIOS[name])
+          for name in ("compiled_chain_fused", "compiled_mlp_step_fused")),  # fmt: skip
     )
 }
 

@@ -41,9 +41,13 @@ class CompileStats:
 class CompiledFunction:
     """A function whose calls replay a captured trace (see :func:`compile`)."""
 
-    def __init__(self, fn: Callable[..., Any], fallback: str, max_traces: int) -> None:
+    def __init__(self, fn: Callable[..., Any], fallback: str, max_traces: int,
+                 mode: str = "tape") -> None:  # fmt: skip
         if fallback not in ("raise", "eager"):
             raise ValueError(f"pl.compile: fallback must be 'raise' or 'eager', got {fallback!r}")
+        if mode not in ("tape", "fused"):
+            raise ValueError(f"pl.compile: mode must be 'tape' or 'fused', got {mode!r}")
+        self._mode = mode
         if max_traces < 1:
             raise ValueError(f"pl.compile: max_traces must be at least 1, got {max_traces}")
         functools.update_wrapper(self, fn)
@@ -132,7 +136,9 @@ class CompiledFunction:
                 outputs[i] = Ref(index)
         trace.outputs = [o.index if isinstance(o, Ref) else None for o in outputs]
         try:
-            program = Program(trace, plan(trace), backend, template, outputs)
+            fused = self._mode == "fused"
+            program = Program(trace, plan(trace, fuse=fused), backend, template, outputs,
+                              self._mode)
         except CaptureError as error:
             if self._fallback == "raise":
                 raise
@@ -164,7 +170,11 @@ def _signature(leaves: list[Any]) -> Hashable:
 
 
 def compile(  # noqa: A001  (PyTorch's name: pl.compile)
-    fn: Callable[..., Any] | None = None, *, fallback: str = "raise", max_traces: int = 8
+    fn: Callable[..., Any] | None = None,
+    *,
+    mode: str = "tape",
+    fallback: str = "raise",
+    max_traces: int = 8,
 ) -> Any:
     """Capture ``fn`` once and replay it as compiled Numba code (also a decorator).
 
@@ -172,6 +182,13 @@ def compile(  # noqa: A001  (PyTorch's name: pl.compile)
     ----------
     fn : callable
         A step: forward, ``backward()``, an optimizer's ``step()``, returning tensors.
+    mode : {"tape", "fused"}
+        ``"tape"`` (the default): each loop of the step is a row of a tape that one
+        compiled loop runs, calling kernels compiled per kind of loop and shared by every
+        graph - a new graph compiles nothing of its own. ``"fused"``: the step's loops are
+        fused into Numba functions generated for this graph - fewer passes over memory
+        (faster on large elementwise chains), seconds of compile for each new graph
+        (cached on disk).
     fallback : {"raise", "eager"}
         What a step that reads tensor values in Python does: raise
         :class:`~pylucid.compiler.CaptureError` naming the line, or run eagerly from then on
@@ -189,5 +206,5 @@ def compile(  # noqa: A001  (PyTorch's name: pl.compile)
     See ``docs/compile.md`` for what is captured and what is not.
     """
     if fn is None:
-        return lambda f: CompiledFunction(f, fallback, max_traces)
-    return CompiledFunction(fn, fallback, max_traces)
+        return lambda f: CompiledFunction(f, fallback, max_traces, mode)
+    return CompiledFunction(fn, fallback, max_traces, mode)

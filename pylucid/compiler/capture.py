@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 
 from pylucid import factories
+from pylucid.dtypes import as_dtype
+from pylucid.graph import engine
 from pylucid.graph.anomaly import in_package
 from pylucid.kernels.log2_avx512 import Log2Kernel
 from pylucid.kernels.loops import ElementwiseKernel
@@ -87,6 +89,8 @@ class Elementwise:
     scalars: tuple[Any, ...]
     shape: tuple[int, ...]
     compute: np.dtype
+    #: the eager kernel (its threaded loop runs a replay's large loops)
+    kernel: ElementwiseKernel
 
 
 @dataclass
@@ -238,6 +242,7 @@ class Recorder:
         self._patch(LRScheduler, "step", self._recording_schedule(LRScheduler.step))
         self._patch(Module, "__call__", self._recording_module(Module.__call__))
         self._patch(factories, "_random", self._recording_draw(factories._random))
+        self._patch(engine, "add_gradients", self._recording_gradient_sum(engine.add_gradients))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -285,7 +290,7 @@ class Recorder:
                 if not dtype.is_half:
                     call.elementwise = Elementwise(
                         kernel._scalar_fn, tuple(_tokens(trace, a) for a in args[:arity]), (),
-                        tuple(args[-2]), np.dtype(dtype.numpy),
+                        tuple(args[-2]), np.dtype(dtype.numpy), kernel,
                     )  # fmt: skip
             trace.calls.append(call)
             return result
@@ -321,6 +326,7 @@ class Recorder:
                     scalars,
                     tuple(shape),
                     np.dtype(dtype.numpy),
+                    generic,
                 )
             self._loops.append((loop, result))
             return result
@@ -439,6 +445,18 @@ class Recorder:
             index = trace.ref(tensor._storage).index
             trace.draws[index] = (kind, shape, dtype, device, generator)
             return tensor
+
+        return record
+
+    def _recording_gradient_sum(self, add_gradients: Callable) -> Callable:
+        """The engine's sum of two gradient storages, as the backend's (recorded) add: the
+        same IEEE sum as NumPy's ``+`` for operands of one dtype."""
+        backend = self.backend
+
+        def record(a, b):  # noqa: ANN001, ANN202
+            if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype != b.dtype:
+                return add_gradients(a, b)
+            return backend.add(a, b, np.broadcast_shapes(a.shape, b.shape), as_dtype(a.dtype))
 
         return record
 

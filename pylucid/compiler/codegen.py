@@ -108,7 +108,7 @@ class _Writer:
                 expression = f"{base_var}.reshape({tuple(p.array(index).shape) or (1,)!r})"
         elif index in p.places:
             dtype, offset, shape = p.places[index]
-            size = max(1, math.prod(shape))
+            size = math.prod(shape)  # (0-d: 1 element; empty: none)
             expression = f"{self.arena(dtype)}[{offset}:{offset + size}]"
             if len(shape) > 1:
                 expression += f".reshape({shape!r})"
@@ -411,24 +411,29 @@ def cache_directory() -> str:
     return os.environ.get("PYLUCID_COMPILE_CACHE", default)
 
 
-def load(text: str) -> Any:
-    """The module of generated ``text``, written to the cache directory under its hash (an
-    existing file of the same hash is reused, with Numba's cache beside it)."""
+def load(text: str, prefix: str = "step") -> Any:
+    """The module of generated ``text``, written to the cache directory as
+    ``<prefix>_<hash>.py`` (an existing file of the same hash is reused, with Numba's cache
+    beside it)."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:24]
     directory = cache_directory()
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"step_{digest}.py")
+    path = os.path.join(directory, f"{prefix}_{digest}.py")
     if not os.path.exists(path):
         temporary = f"{path}.{os.getpid()}.tmp"
         with open(temporary, "w") as handle:
             handle.write(text)
         os.replace(temporary, path)
-    name = f"pylucid_compiled_{digest}"
+    name = f"pylucid_compiled_{prefix}_{digest}"
     module = sys.modules.get(name)
     if module is None:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
     return module
 

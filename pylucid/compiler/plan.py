@@ -255,8 +255,9 @@ def _matmul_fits(arrays: list[np.ndarray], call: Call) -> bool:
     )
 
 
-def plan(trace: Trace) -> Plan:
-    """The :class:`Plan` of ``trace``."""
+def plan(trace: Trace, fuse: bool = True) -> Plan:
+    """The :class:`Plan` of ``trace``; ``fuse=False`` gives each loop a nest of its own
+    (every loop's value stored: a tape's plan)."""
     p = Plan(trace)
     halves = sorted(
         {str(a.dtype) for a in trace.arrays if a.dtype.kind == "V" or a.dtype == np.float16}
@@ -306,14 +307,15 @@ def plan(trace: Trace) -> Plan:
         elif kind == "constant":
             p.kinds[out] = "constant"
             p.constants[out] = np.array(trace.arrays[out], copy=True)
-    _group(p)
+    _group(p, fuse)
     _store(p)
     return p
 
 
-def _group(p: Plan) -> None:
+def _group(p: Plan, fuse: bool) -> None:
     """Number the fused loop nests: a loop joins the open nest if it has the nest's shape,
-    writes no value in place and reads the nest's own values only at its shape."""
+    writes no value in place and reads the nest's own values only at its shape (and
+    ``fuse``)."""
     group, shape, members = -1, None, set()
     for step in p.steps:
         if step.kind in ("view", "alias", "constant"):
@@ -325,7 +327,8 @@ def _group(p: Plan) -> None:
         in_place = step.call.name == "accumulate"
         operands = _loop_operands(step)
         fits = (
-            shape is not None
+            fuse
+            and shape is not None
             and not in_place
             and out_shape == shape
             and all(p.array(v).shape == shape for v in operands if v in members)

@@ -22,6 +22,7 @@ from pylucid import factories
 from pylucid.compiler.capture import Ref, Trace, optimizer_state_signature
 from pylucid.compiler.codegen import Segment, generate, load
 from pylucid.compiler.plan import Plan, Step
+from pylucid.compiler.tape import lower
 from pylucid.dtypes import as_dtype
 from pylucid.kernels.optimizers import UpdateKernel
 from pylucid.tensor import Tensor
@@ -95,28 +96,34 @@ class Program:
     template
         The structure of the step's result (:func:`flatten`); ``outputs`` its leaves, each a
         value number (a tensor), or the object itself (anything else).
+    mode : {"tape", "fused"}
+        How the plan runs: rows of a tape (:mod:`pylucid.compiler.tape`, nothing compiled
+        per graph) or generated functions (:mod:`pylucid.compiler.codegen`).
 
     Attributes
     ----------
     text : str
-        The generated source.
+        The generated source ("" for a tape).
     segments : int
-        How many compiled functions a replay calls.
+        How many compiled functions (fused) or tapes a replay runs.
+    rows : int
+        How many loop kernels a replay's tapes call (0 when fused).
     host_calls : list of str
-        The primitives a replay calls from Python (the graph breaks), in order.
+        The primitives a replay calls through the backend (the graph breaks), in order.
     """
 
     def __init__(self, trace: Trace, plan: Plan, backend: Any, template: Any,
-                 outputs: list[Any]) -> None:  # fmt: skip
+                 outputs: list[Any], mode: str = "tape") -> None:  # fmt: skip
         self.backend = backend
-        self.text, entries = generate(plan)
-        self.module = load(self.text)
+        self.mode = mode
+        self.text, entries = generate(plan) if mode == "fused" else ("", [])
+        self.module = load(self.text) if mode == "fused" else None
         self.arenas = {
             dtype: np.zeros(max(size, 1), dtype) for dtype, size in plan.arena_sizes.items()
         }
         arrays: dict[int, np.ndarray] = {}
         for index, (dtype, offset, shape) in plan.places.items():
-            end = offset + max(1, math.prod(shape))
+            end = offset + math.prod(shape)
             arrays[index] = self.arenas[dtype][offset:end].reshape(shape)
         for index, kind in plan.kinds.items():
             if kind == "owned":
@@ -139,17 +146,24 @@ class Program:
         self.updates = [(s.call.update.kernel, s.call.update.choices, len(s.call.update.scalars))
                         for s in plan.steps if s.kind == "update"]  # fmt: skip
         self.scalars = np.zeros(max(1, sum(n for _, _, n in self.updates)))
-        runs = [self._runner(entry, plan) for entry in entries]
-        first = entries and isinstance(entries[0], Segment) and entries[0].checks
-        self.checks, self.runs = (runs[:1], runs[1:]) if first else ([], runs)
+        if mode == "fused":
+            runs = [self._runner(entry, plan) for entry in entries]
+            first = entries and isinstance(entries[0], Segment) and entries[0].checks
+            self.checks, self.runs = (runs[:1], runs[1:]) if first else ([], runs)
+            self.segments, self.rows = sum(isinstance(e, Segment) for e in entries), 0
+            self.host_calls = [e.call.name for e in entries if isinstance(e, Step)]
+        else:
+            lowered = lower(plan, arrays, self.scalars, self._host, Retrace)
+            self.checks, self.runs = lowered.checks, lowered.runs
+            self.segments, self.rows = lowered.tapes, lowered.rows
+            self.host_calls = lowered.host_calls
+            self._constants = lowered.constants  # (kept alive: the tapes hold their addresses)
         self._guards(trace, plan)
         self.template = template
         self.outputs = [
             (arrays[o.index], as_dtype(trace.arrays[o.index].dtype)) if isinstance(o, Ref) else o
             for o in outputs
         ]
-        self.segments = sum(isinstance(e, Segment) for e in entries)
-        self.host_calls = [e.call.name for e in entries if isinstance(e, Step)]
 
     # -- building -------------------------------------------------------------------------
     def _runner(self, entry: Segment | Step, plan: Plan) -> Callable[[], None]:
