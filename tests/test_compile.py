@@ -474,3 +474,26 @@ def test_array_made_outside_the_backend_is_refused():
 
     with pytest.raises(pl.CaptureError, match="no recorded primitive made"):
         pl.compile(step)(pl.randn(2, 3))
+
+
+def test_index_lists_are_constants_index_tensors_are_refused():
+    w = pl.randn(5, 3, requires_grad=True)
+
+    def step(x):
+        loss = (x @ w)[[3, 0, 3], ::-1].sum()
+        loss.backward()
+        return loss
+
+    compiled = pl.compile(step)
+    for _ in range(3):
+        x = pl.randn(4, 5)
+        w.grad = None
+        got = compiled(x).item(), w.grad.numpy().copy()
+        w.grad = None
+        expected = step(x).item(), w.grad.numpy().copy()
+        assert got[0] == pytest.approx(expected[0], rel=1e-6)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-6)
+    assert compiled.stats.replays == 2
+    rows = pl.tensor([3, 0])
+    with pytest.raises(pl.CaptureError, match="reads a tensor's values"):
+        pl.compile(lambda x: x[rows].sum())(pl.randn(4, 5))

@@ -466,8 +466,13 @@ def _tokens(trace: Trace, value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return trace.ref(value)
     if isinstance(value, (list, tuple)):
-        return type(value)(_tokens(trace, v) for v in value)
+        return same_kind(value, [_tokens(trace, v) for v in value])
     return value
+
+
+def same_kind(sequence: list | tuple, items: list) -> list | tuple:
+    """``items`` as a sequence of ``sequence``'s type (a named tuple's fields positional)."""
+    return type(sequence)(*items) if hasattr(sequence, "_fields") else type(sequence)(items)
 
 
 def _flat_refs(token: Any) -> list[Ref]:

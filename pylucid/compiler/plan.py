@@ -121,6 +121,18 @@ def _owning_tensor(array: np.ndarray) -> Tensor | None:
     return None
 
 
+def _index_only(trace: Trace, index: int) -> bool:
+    """Whether an array no recorded call made is read only as an index of indexing
+    primitives (their index and mesh arguments): the arrays that ``x[[2, 0], ...]`` makes
+    from Python lists, constants of the trace as Python numbers are."""
+    readers = [call for call in trace.calls if index in _refs(call.args)]
+    return bool(readers) and all(
+        call.name.startswith(("getitem", "setitem"))
+        and index not in _refs(call.args[:1] + call.args[3:])
+        for call in readers
+    )
+
+
 def _first_reader(trace: Trace, index: int) -> str:
     for call in trace.calls:
         if index in _refs(call.args):
@@ -283,6 +295,9 @@ def plan(trace: Trace, fuse: bool = True) -> Plan:
             p.kinds[index] = "computed"
         elif index in trace.owners or index in p.written:
             p.kinds[index] = "owned"
+        elif _index_only(trace, index):  # an index array made from a Python list
+            p.kinds[index] = "constant"
+            p.constants[index] = np.array(trace.arrays[index], copy=True)
         else:  # an array no recorded call made: a tensor's storage, read by identity
             owner = _owning_tensor(trace.arrays[index])
             if owner is None:

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from pylucid import factories
-from pylucid.compiler.capture import Ref, Trace, optimizer_state_signature
+from pylucid.compiler.capture import Ref, Trace, optimizer_state_signature, same_kind
 from pylucid.compiler.codegen import Segment, generate, load
 from pylucid.compiler.plan import Plan, Step
 from pylucid.compiler.tape import lower
@@ -196,7 +196,7 @@ class Program:
             if isinstance(token, Ref):
                 return arrays[token.index]
             if isinstance(token, (list, tuple)):
-                return type(token)(resolve(t) for t in token)
+                return same_kind(token, [resolve(t) for t in token])
             return token
 
         args = tuple(resolve(a) for a in step.call.args)
