@@ -19,12 +19,14 @@ import numba
 import numpy as np
 
 from pylucid import factories
+from pylucid.backends.numba_backend import optimizers as numba_optimizers
 from pylucid.compiler.capture import Ref, Trace, optimizer_state_signature, same_kind
 from pylucid.compiler.codegen import Segment, generate, load
 from pylucid.compiler.plan import Plan, Step
 from pylucid.compiler.tape import lower
 from pylucid.dtypes import as_dtype
 from pylucid.kernels.optimizers import UpdateKernel
+from pylucid.ops import updates
 from pylucid.tensor import Tensor
 
 __all__ = ["Program", "Retrace", "flatten", "rebuild"]
@@ -68,20 +70,21 @@ def _flat(value: Any) -> list[Any]:
 
 @contextmanager
 def _collecting(into: list[tuple]) -> Any:
-    """Update loops append ``(kernel, choices, scalars)`` to ``into`` instead of running."""
-    original = UpdateKernel.__call__
+    """The backend's updates append ``(kernel, choices, scalars)`` to ``into`` instead of
+    running, and the update ops skip their checks of the arrays (the guards found the
+    capture's arrays, which passed them)."""
+    run, check = numba_optimizers._run, updates._check
 
-    def collect(kernel: UpdateKernel, choices: tuple, param: Any, *args: Any) -> None:
-        # (the kernel's scalars are NumPy scalars of the compute dtype; its arrays follow
-        # the parameter)
-        scalars = tuple([float(a) for a in args if isinstance(a, np.generic)])
-        into.append((kernel, tuple(choices), scalars))
+    def collect(kernel: UpdateKernel, choices: tuple, param: np.ndarray, grad: np.ndarray,
+                states: tuple, scalars: tuple) -> tuple:  # fmt: skip
+        into.append((kernel, tuple(choices), tuple([float(s) for s in scalars])))
+        return (param, *states)
 
-    UpdateKernel.__call__ = collect
+    numba_optimizers._run, updates._check = collect, lambda *args: None
     try:
         yield
     finally:
-        UpdateKernel.__call__ = original
+        numba_optimizers._run, updates._check = run, check
 
 
 class Program:
