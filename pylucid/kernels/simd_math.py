@@ -444,15 +444,23 @@ def _exp2_f32(x):
     return np.float32(_fma(r, _expm1_quot32(r), 1.0) * _pow2(_bits(t) - _SHIFT_BITS))
 
 
-def _expm1_f32(x):
-    xd = np.float64(x)
+@_jitable
+def expm1_for_float32(xd):
+    """``expm1`` of a float64 ``xd`` to float32's needs, in float64: the float32
+    :func:`expm1` before its rounding (relative error a few 2**-53; arguments beyond
+    [-110, 100] are clamped there: -1 and overflow in float32). For float32 formulas that
+    go on computing in float64 (``tanh``)."""
     xc = _select(xd < -110.0, -110.0, _select(xd > 100.0, 100.0, xd))
     t = _fma(xc, _INVLN2, _SHIFT)
     kd = t - _SHIFT
     r = _fma(-kd, _LN2_LO, _fma(-kd, _LN2, xc))
     s = _pow2(_bits(t) - _SHIFT_BITS)
     y = _fma(s, r * _expm1_quot32(r), s - 1.0)
-    return np.float32(_select(xd == 0.0, xd, y))
+    return _select(xd == 0.0, xd, y)
+
+
+def _expm1_f32(x):
+    return np.float32(expm1_for_float32(np.float64(x)))
 
 
 def _exp_f64(x):
