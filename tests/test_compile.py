@@ -497,3 +497,22 @@ def test_index_lists_are_constants_index_tensors_are_refused():
     rows = pl.tensor([3, 0])
     with pytest.raises(pl.CaptureError, match="reads a tensor's values"):
         pl.compile(lambda x: x[rows].sum())(pl.randn(4, 5))
+
+
+def test_edited_kernels_get_new_generated_modules(tmp_path, monkeypatch, mode):
+    """Generated modules carry a fingerprint of pylucid's kernel sources: after an edit or
+    an upgrade the same graph writes new modules, not reusing Numba's cache of old code."""
+    from pylucid.compiler import codegen
+
+    monkeypatch.setenv("PYLUCID_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setattr(tape, "_KERNELS", {})
+    _, step = _linear_step()
+    step(pl.randn(5, 4))
+    before = set(tmp_path.glob("*.py"))
+    assert before and all(codegen.kernels_fingerprint() in p.read_text() for p in before)
+    monkeypatch.setattr(codegen, "kernels_fingerprint", lambda: "edited-kernels")
+    monkeypatch.setattr(tape, "_KERNELS", {})
+    _, step = _linear_step()
+    step(pl.randn(5, 4))
+    after = set(tmp_path.glob("*.py")) - before
+    assert after and all("edited-kernels" in p.read_text() for p in after)
