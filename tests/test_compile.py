@@ -18,6 +18,7 @@ import pylucid as pl
 import pylucid.nn.functional as F  # noqa: N812  (PyTorch's spelling)
 from pylucid import nn
 from pylucid.compiler import tape
+from tests.conftest import MLX_MISSING
 
 
 @pytest.fixture(autouse=True)
@@ -516,3 +517,50 @@ def test_edited_kernels_get_new_generated_modules(tmp_path, monkeypatch, mode):
     step(pl.randn(5, 4))
     after = set(tmp_path.glob("*.py")) - before
     assert after and all("edited-kernels" in p.read_text() for p in after)
+
+
+@pytest.mark.skipif(MLX_MISSING, reason="the mlx backend is not installed")
+def test_mlx_computation_runs_through_mx_compile():
+    """A step that only computes: mx.compile replays it, reading the current arrays of the
+    tensors it reads besides its arguments (a weight updated in place is seen)."""
+    x = pl.randn(8, 4, device="gpu")
+    w, b = pl.randn(4, 3, device="gpu"), pl.randn(3, device="gpu")
+
+    def forward(a, scale):
+        h = pl.tanh(a @ w + b) * scale
+        return h.sum(), h
+
+    compiled = pl.compile(forward)
+    for _ in range(3):
+        total, h = compiled(x, 2.0)
+        expected_total, expected_h = forward(x, 2.0)
+        assert total.device == "gpu"
+        np.testing.assert_allclose(h.numpy(), expected_h.numpy(), rtol=1e-6, atol=1e-7)
+        assert total.item() == pytest.approx(expected_total.item(), rel=1e-6)
+    with pl.no_grad():
+        w.mul_(0.5)
+    total, _ = compiled(x, 2.0)
+    assert total.item() == pytest.approx(forward(x, 2.0)[0].item(), rel=1e-6)
+    assert compiled.stats.traces == 1 and compiled.stats.replays == 3
+
+
+@pytest.mark.skipif(MLX_MISSING, reason="the mlx backend is not installed")
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda v: lambda a: (a @ v).sum().backward(), "runs backward"),
+        (lambda v: lambda a: F.dropout(a, 0.5).sum(), "draws random numbers"),
+        (lambda v: lambda a: a.sum().item(), "reads a tensor's values"),
+        (lambda v: lambda a: a.add_(1.0), "changes its arguments in place"),
+    ],
+    ids=["backward", "dropout", "item", "in-place"],
+)
+def test_mlx_steps_that_do_not_fit_run_eagerly_with_one_warning(make, reason):
+    v = pl.randn(4, 3, device="gpu", requires_grad=True)
+    compiled = pl.compile(make(v))
+    with pytest.warns(RuntimeWarning, match=reason):
+        compiled(pl.randn(8, 4, device="gpu"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled(pl.randn(8, 4, device="gpu"))
+    assert compiled.stats.eager_calls == 1 and compiled.stats.traces == 0

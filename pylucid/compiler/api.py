@@ -13,7 +13,9 @@ from typing import Any
 from pylucid.amp.autocast import autocast_dtype
 from pylucid.backends import registry
 from pylucid.compiler.capture import CaptureError, Recorder, Ref
-from pylucid.compiler.plan import plan
+from pylucid.compiler.mlx import MlxProgram, Watch
+from pylucid.compiler.mlx import refusal as mlx_refusal
+from pylucid.compiler.plan import owning_tensor, plan
 from pylucid.compiler.program import Program, Retrace, flatten
 from pylucid.graph.grad_mode import is_grad_enabled
 from pylucid.tensor import Tensor
@@ -83,10 +85,35 @@ class CompiledFunction:
                 self.stats.replays += 1
                 return result
         backend = registry.get("numba")
+        if tensors and all(t._backend.name == "mlx" for t in tensors):
+            return self._capture_mlx(key, tensors[0]._backend, tensors, leaves, args, kwargs)
         if any(t._backend is not backend for t in tensors):
-            return self._eager("its tensors are not on the numba backend (an mlx step runs "
-                               "eagerly: MLX evaluates lazily already)", args, kwargs)  # fmt: skip
+            return self._eager("its tensors are not all on the numba backend, nor all on "
+                               "the mlx one", args, kwargs)  # fmt: skip
         return self._capture(key, backend, tensors, args, kwargs)
+
+    def _capture_mlx(self, key: Hashable, backend: Any, tensors: list[Tensor],
+                     leaves: list[Any], args: tuple, kwargs: dict) -> Any:  # fmt: skip
+        """Run the step eagerly under a :class:`~pylucid.compiler.mlx.Watch`; where it only
+        computes, keep an ``mx.compile`` of it for the next calls (else run eagerly from now
+        on, saying why)."""
+        started = time.perf_counter()
+        before = [t._storage for t in tensors]
+        watch = Watch(backend)
+        with watch:
+            result = self._fn(*args, **kwargs)
+        reason, state = mlx_refusal(watch, tensors, before, result, owning_tensor)
+        if reason is not None:
+            self._give_up(f"it {reason}, which mx.compile cannot replay")
+            return result
+        template = flatten((args, kwargs), [])
+        self._traces[key] = MlxProgram(self._fn, backend, template, leaves, state)
+        self.stats.traces += 1
+        if len(self._traces) > self._max_traces:
+            self._traces.popitem(last=False)
+            self.stats.evictions += 1
+        self.stats.last_capture_seconds = time.perf_counter() - started
+        return result
 
     def _give_up(self, reason: str) -> None:
         """Run eagerly from now on, saying why once (the warning points at the caller of

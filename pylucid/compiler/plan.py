@@ -41,7 +41,7 @@ import numpy as np
 from pylucid.compiler.capture import IN_PLACE, Call, CaptureError, Ref, Trace
 from pylucid.tensor import Tensor
 
-__all__ = ["Plan", "Step", "plan"]
+__all__ = ["Plan", "Step", "owning_tensor", "plan"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _LOOP_DTYPES = (*_FLOATS, np.dtype(np.bool_), np.dtype(np.int32), np.dtype(np.int64))
@@ -112,7 +112,7 @@ class Plan:
         return self.trace.arrays[index]
 
 
-def _owning_tensor(array: np.ndarray) -> Tensor | None:
+def owning_tensor(array: Any) -> Tensor | None:
     """The live tensor whose storage ``array`` is, if any (found through the garbage
     collector's referrers: once per capture, for the arrays no recorded call made)."""
     for referrer in gc.get_referrers(array):
@@ -299,7 +299,7 @@ def plan(trace: Trace, fuse: bool = True) -> Plan:
             p.kinds[index] = "constant"
             p.constants[index] = np.array(trace.arrays[index], copy=True)
         else:  # an array no recorded call made: a tensor's storage, read by identity
-            owner = _owning_tensor(trace.arrays[index])
+            owner = owning_tensor(trace.arrays[index])
             if owner is None:
                 raise CaptureError(
                     f"pl.compile: {_first_reader(trace, index)} read an array (shape "
