@@ -156,11 +156,12 @@ class Program:
             self.segments, self.rows = sum(isinstance(e, Segment) for e in entries), 0
             self.host_calls = [e.call.name for e in entries if isinstance(e, Step)]
         else:
-            lowered = lower(plan, arrays, self.scalars, self._host, Retrace)
+            lowered = lower(plan, arrays, self._host, Retrace)
             self.checks, self.runs = lowered.checks, lowered.runs
             self.segments, self.rows = lowered.tapes, lowered.rows
             self.host_calls = lowered.host_calls
             self._constants = lowered.constants  # (kept alive: the tapes hold their addresses)
+            self._scalar_setters = lowered.scalar_setters
         self._guards(trace, plan)
         self.template = template
         self.outputs = [
@@ -319,10 +320,14 @@ class Program:
                 "their gradients); the parameters were not updated. Create the compiled "
                 "function again"
             )
-        slot = 0
-        for _, _, scalars in collected:
-            self.scalars[slot : slot + len(scalars)] = scalars
-            slot += len(scalars)
+        if self.mode == "tape":
+            for set_scalars, (_, _, scalars) in zip(self._scalar_setters, collected):
+                set_scalars(scalars)
+        else:
+            slot = 0
+            for _, _, scalars in collected:
+                self.scalars[slot : slot + len(scalars)] = scalars
+                slot += len(scalars)
         self._unchanged_state = before if _python_state(self.python_calls) == before else None
 
 

@@ -311,6 +311,8 @@ class Lowered:
     host_calls: list[str]
     #: the arrays of the rows' constants and scalars (their addresses are in the rows)
     constants: list[np.ndarray]
+    #: per optimizer update, in order: the setter of its scalars
+    scalar_setters: list[Callable[[tuple[float, ...]], None]]
 
 
 def _tape_runner(rows: list[_Row]) -> Callable[[], None]:
@@ -326,11 +328,10 @@ def _tape_runner(rows: list[_Row]) -> Callable[[], None]:
     return run
 
 
-def lower(p: Plan, arrays: dict[int, np.ndarray], scalars: np.ndarray,
-          host: Callable[[Step], Callable[[], None]], retrace: type) -> Lowered:  # fmt: skip
+def lower(p: Plan, arrays: dict[int, np.ndarray], host: Callable[[Step], Callable[[], None]],
+          retrace: type) -> Lowered:  # fmt: skip
     """The tape replay of ``p`` over the planned ``arrays``: loops in tapes, the other steps
-    as Python calls of their compiled loops (products, updates, checks) or host calls.
-    ``scalars`` is the vector the optimizers' steps fill at each replay."""
+    as Python calls of their compiled loops (products, updates, checks) or host calls."""
     keep: list[np.ndarray] = []
     planner = _Rows(arrays, keep)
     checks: list[Callable[[], None]] = []
@@ -338,6 +339,7 @@ def lower(p: Plan, arrays: dict[int, np.ndarray], scalars: np.ndarray,
     pending: list[_Row] = []
     counts = {"tapes": 0, "rows": 0}
     host_calls: list[str] = []
+    setters: list[Callable[[tuple[float, ...]], None]] = []
 
     def flush() -> None:
         if pending:
@@ -346,7 +348,6 @@ def lower(p: Plan, arrays: dict[int, np.ndarray], scalars: np.ndarray,
             counts["rows"] += len(pending)
             pending.clear()
 
-    slot = 0
     for step in p.steps:
         if step.kind in ("view", "alias", "constant"):
             continue
@@ -371,13 +372,14 @@ def lower(p: Plan, arrays: dict[int, np.ndarray], scalars: np.ndarray,
         elif step.kind in ("cross_entropy", "cross_entropy_backward"):
             runs.append(_cross_entropy(step, arrays))
         elif step.kind == "update":
-            runs.append(_update(step, arrays, scalars, slot))
-            slot += len(step.call.update.scalars)
+            run, set_scalars = _update(step, arrays)
+            runs.append(run)
+            setters.append(set_scalars)
         else:
             runs.append(host(step))
             host_calls.append(step.call.name)
     flush()
-    return Lowered(checks, runs, counts["tapes"], counts["rows"], host_calls, keep)
+    return Lowered(checks, runs, counts["tapes"], counts["rows"], host_calls, keep, setters)
 
 
 def _threaded(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None] | None:
@@ -456,22 +458,26 @@ def _cross_entropy(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], No
     return run
 
 
-def _update(step: Step, arrays: dict[int, np.ndarray], scalars: np.ndarray,
-            slot: int) -> Callable[[], None]:  # fmt: skip
+def _update(step: Step, arrays: dict[int, np.ndarray]) -> tuple[Callable[[], None], Callable]:
+    """The update's loop on the planned arrays, and the setter of its scalars (called with
+    the floats an optimizer's step collected: they are rounded to the compute dtype once,
+    not at every replay)."""
     update = step.call.update
     compute = update.compute.type
-    flats = tuple(
+    flats = [
         np.empty(0, update.compute) if r is None else arrays[r.index].reshape(-1)
         for r in update.arrays
-    )
-    count = len(update.scalars)
-    loop = _entry_point(update.kernel.loop(update.choices, flats[0].size),
-                        (*flats, *[compute(0)] * count))  # fmt: skip
+    ]
+    arguments = flats + [compute(s) for s in update.scalars]
+    loop = _entry_point(update.kernel.loop(update.choices, flats[0].size), tuple(arguments))
 
     def run() -> None:
-        loop(*flats, *[compute(s) for s in scalars[slot : slot + count]])
+        loop(*arguments)
 
-    return run
+    def set_scalars(values: tuple[float, ...]) -> None:
+        arguments[len(flats) :] = [compute(v) for v in values]
+
+    return run, set_scalars
 
 
 def _check(step: Step, arrays: dict[int, np.ndarray], retrace: type) -> Callable[[], None]:
