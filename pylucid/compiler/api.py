@@ -107,13 +107,18 @@ class CompiledFunction:
             self._give_up(f"it {reason}, which mx.compile cannot replay")
             return result
         template = flatten((args, kwargs), [])
-        self._traces[key] = MlxProgram(self._fn, backend, template, leaves, state)
+        self._keep(key, MlxProgram(self._fn, backend, template, leaves, state), started)
+        return result
+
+    def _keep(self, key: Hashable, program: Program | MlxProgram, started: float) -> None:
+        """Cache ``program`` for calls of ``key`` (evicting the oldest beyond
+        ``max_traces``) and count it."""
+        self._traces[key] = program
         self.stats.traces += 1
         if len(self._traces) > self._max_traces:
             self._traces.popitem(last=False)
             self.stats.evictions += 1
         self.stats.last_capture_seconds = time.perf_counter() - started
-        return result
 
     def _give_up(self, reason: str) -> None:
         """Run eagerly from now on, saying why once (the warning points at the caller of
@@ -171,12 +176,7 @@ class CompiledFunction:
                 raise
             self._give_up(str(error))
             return result
-        self._traces[key] = program
-        self.stats.traces += 1
-        if len(self._traces) > self._max_traces:
-            self._traces.popitem(last=False)
-            self.stats.evictions += 1
-        self.stats.last_capture_seconds = time.perf_counter() - started
+        self._keep(key, program, started)
         return result
 
 

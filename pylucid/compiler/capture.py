@@ -45,7 +45,7 @@ from pylucid.optim.lr_scheduler import LRScheduler
 from pylucid.optim.optimizer import Optimizer
 from pylucid.tensor import Tensor
 
-__all__ = ["CaptureError", "Call", "Elementwise", "Recorder", "Trace", "Update"]
+__all__ = ["CaptureError", "Call", "Elementwise", "Recorder", "Shadowing", "Trace", "Update"]
 
 #: Backend methods that answer questions about storage rather than compute: not recorded.
 QUERIES = frozenset({
@@ -190,7 +190,28 @@ def user_site() -> str:
     return "<pylucid>"
 
 
-class Recorder:
+class Shadowing:
+    """Attributes of classes and objects replaced while a context is open (``_patch``) and
+    put back in reverse order when it closes (``_restore``; an attribute that was not the
+    owner's own is removed again)."""
+
+    def __init__(self) -> None:
+        self._patches: list[tuple[Any, str, Any, bool]] = []
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        self._patches.append((owner, name, vars(owner).get(name), name in vars(owner)))
+        setattr(owner, name, replacement)
+
+    def _restore(self) -> None:
+        for owner, name, previous, had in reversed(self._patches):
+            if had:
+                setattr(owner, name, previous)
+            else:
+                delattr(owner, name)
+        self._patches.clear()
+
+
+class Recorder(Shadowing):
     """A context manager that records a run on ``backend`` into :attr:`trace`.
 
     Parameters
@@ -209,13 +230,9 @@ class Recorder:
         self._runs: list[tuple[ElementwiseKernel, Any]] = []
         self._nary_depth = 0
         self._updates: list[tuple] = []
-        self._patches: list[tuple[Any, str, Any, bool]] = []
+        super().__init__()
 
     # -- installing and removing the recording methods ----------------------------------
-    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
-        had = name in vars(owner)
-        self._patches.append((owner, name, vars(owner).get(name), had))
-        setattr(owner, name, replacement)
 
     def __enter__(self) -> Recorder:
         backend = self.backend
@@ -246,11 +263,7 @@ class Recorder:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for owner, name, previous, had in reversed(self._patches):
-            if had:
-                setattr(owner, name, previous)
-            else:
-                delattr(owner, name)
+        self._restore()
         op_base._PLANS = self._saved_plans
 
     # -- the recording methods ----------------------------------------------------------

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pylucid import factories
+from pylucid.compiler.capture import Shadowing
 from pylucid.compiler.program import flatten, rebuild
 from pylucid.graph import engine
 from pylucid.tensor import Tensor
@@ -33,7 +34,7 @@ _QUERIES = frozenset({"shape", "dtype", "is_available", "unavailable_reason", "i
                       "check_allocation", "is_writable", "is_private", "aliases"})  # fmt: skip
 
 
-class Watch:
+class Watch(Shadowing):
     """A context manager that notes what a run on the mlx ``backend`` reads and makes:
     ``made`` (ids of the arrays its primitives returned), ``read`` (the arrays they were
     given, by id) and ``refusal`` (why the run cannot be compiled, or None)."""
@@ -43,11 +44,7 @@ class Watch:
         self.made: set[int] = set()
         self.read: dict[int, Any] = {}
         self.refusal: str | None = None
-        self._patches: list[tuple[Any, str, Any, bool]] = []
-
-    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
-        self._patches.append((owner, name, vars(owner).get(name), name in vars(owner)))
-        setattr(owner, name, replacement)
+        super().__init__()
 
     def __enter__(self) -> Watch:
         for name in dir(type(self.backend)):
@@ -67,11 +64,7 @@ class Watch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for owner, name, previous, had in reversed(self._patches):
-            if had:
-                setattr(owner, name, previous)
-            else:
-                delattr(owner, name)
+        self._restore()
 
     def _refuse(self, reason: str) -> None:
         if self.refusal is None:
