@@ -564,3 +564,24 @@ def test_mlx_steps_that_do_not_fit_run_eagerly_with_one_warning(make, reason):
         warnings.simplefilter("error")
         compiled(pl.randn(8, 4, device="gpu"))
     assert compiled.stats.eager_calls == 1 and compiled.stats.traces == 0
+
+
+def test_unwritable_cache_directory_falls_back_with_one_warning(tmp_path, monkeypatch, mode):
+    from pylucid.compiler import codegen
+    from pylucid.kernels.jit import NumbaCacheWarning
+
+    blocker = tmp_path / "a-file"
+    blocker.touch()  # (a directory under a regular file cannot be made, even by root)
+    monkeypatch.setenv("PYLUCID_COMPILE_CACHE", str(blocker / "cache"))
+    monkeypatch.setattr(codegen, "_FALLBACKS", {})
+    monkeypatch.setattr(tape, "_KERNELS", {})
+    with pytest.warns(NumbaCacheWarning, match="cannot write generated code"):
+        w, step = _linear_step()
+        for _ in range(3):
+            step(pl.randn(5, 4))
+            w.grad = None
+    assert step.stats.replays == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (once per process and directory)
+        _, again = _linear_step()
+        again(pl.randn(5, 4))

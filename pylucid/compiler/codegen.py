@@ -20,6 +20,8 @@ import importlib.util
 import math
 import os
 import sys
+import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ import numpy as np
 from pylucid.compiler.capture import Ref
 from pylucid.compiler.plan import Plan, Step
 from pylucid.kernels import optimizers as update_kernels
+from pylucid.kernels.jit import NumbaCacheWarning
 
 __all__ = ["Segment", "cache_directory", "generate", "load"]
 
@@ -427,19 +430,49 @@ def generate(p: Plan) -> tuple[str, list[Any]]:
 
 def cache_directory() -> str:
     """Where generated modules (and Numba's cache of them) live: ``PYLUCID_COMPILE_CACHE``,
-    else ``~/.cache/pylucid/compile``."""
+    else ``~/.cache/pylucid/compile``; where that cannot be written, a temporary directory
+    of this process (with one warning: generated code is then compiled in every process)."""
     default = os.path.join(os.path.expanduser("~"), ".cache", "pylucid", "compile")
-    return os.environ.get("PYLUCID_COMPILE_CACHE", default)
+    directory = os.environ.get("PYLUCID_COMPILE_CACHE", default)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if os.access(directory, os.W_OK):
+            return directory
+        raise PermissionError(f"{directory} is not writable")
+    except OSError as error:
+        return _temporary_directory(directory, error)
+
+
+#: unwritable cache directory -> the temporary directory used instead, in this process
+_FALLBACKS: dict[str, str] = {}
+
+
+def _temporary_directory(directory: str, error: OSError) -> str:
+    fallback = _FALLBACKS.get(directory)
+    if fallback is not None:
+        return fallback
+    fallback = _FALLBACKS[directory] = tempfile.mkdtemp(prefix="pylucid-compile-")
+    warnings.warn(
+        f"pl.compile: cannot write generated code to {directory} ({type(error).__name__}: "
+        f"{error}); using {fallback} for this process, so each new process compiles again. "
+        f"Set PYLUCID_COMPILE_CACHE to a writable directory to cache it.",
+        NumbaCacheWarning,
+        stacklevel=2,
+    )
+    return fallback
+
+
+def module_path(text: str, prefix: str) -> str:
+    """The file of generated ``text``: ``<prefix>_<hash>.py`` in :func:`cache_directory`."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    return os.path.join(cache_directory(), f"{prefix}_{digest}.py")
 
 
 def load(text: str, prefix: str = "step") -> Any:
-    """The module of generated ``text``, written to the cache directory as
-    ``<prefix>_<hash>.py`` (an existing file of the same hash is reused, with Numba's cache
-    beside it)."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
-    directory = cache_directory()
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{prefix}_{digest}.py")
+    """The module of generated ``text``, written to :func:`module_path` (an existing file
+    of the same hash is reused, with Numba's cache beside it)."""
+    path = module_path(text, prefix)
+    digest = os.path.basename(path)[len(prefix) + 1 : -3]
     if not os.path.exists(path):
         temporary = f"{path}.{os.getpid()}.tmp"
         with open(temporary, "w") as handle:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import math
 import os
 from collections.abc import Callable
@@ -40,7 +39,7 @@ import numpy as np
 from pylucid.backends.numba_backend.core import _operand
 from pylucid.compiler import kernels
 from pylucid.compiler.capture import Ref
-from pylucid.compiler.codegen import cache_directory, header, load
+from pylucid.compiler.codegen import header, load, module_path
 from pylucid.compiler.plan import Plan, Step, importable
 from pylucid.kernels.losses import check_targets, cross_entropy_loops
 
@@ -187,8 +186,8 @@ def _kernel(v: _Variant) -> int:
 
 def _forget(text: str) -> bool:
     """Remove Numba's cache files of a kernel's module; whether there were any."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
-    paths = glob.glob(os.path.join(cache_directory(), "__pycache__", f"loop_{digest}*.nb*"))
+    directory, name = os.path.split(module_path(text, "loop"))
+    paths = glob.glob(os.path.join(directory, "__pycache__", f"{name[:-3]}*.nb*"))
     for path in paths:
         with contextlib.suppress(OSError):
             os.remove(path)
