@@ -202,6 +202,16 @@ class Shadowing:
         self._patches.append((owner, name, vars(owner).get(name), name in vars(owner)))
         setattr(owner, name, replacement)
 
+    def _shadow_primitives(self, backend: Any, wrap: Callable[[str, Callable], Callable]) -> None:
+        """Replace each primitive of ``backend`` (its public methods but the queries) by
+        ``wrap(name, method)``."""
+        for name in dir(type(backend)):
+            if name.startswith("_") or name in QUERIES:
+                continue
+            method = getattr(backend, name)
+            if callable(method):
+                self._patch(backend, name, wrap(name, method))
+
     def _restore(self) -> None:
         for owner, name, previous, had in reversed(self._patches):
             if had:
@@ -236,12 +246,7 @@ class Recorder(Shadowing):
 
     def __enter__(self) -> Recorder:
         backend = self.backend
-        for name in dir(type(backend)):
-            if name.startswith("_") or name in QUERIES:
-                continue
-            method = getattr(backend, name)
-            if callable(method):
-                self._patch(backend, name, self._recording(name, method))
+        self._shadow_primitives(backend, self._recording)
         self._patch(backend, "_nary", self._recording_loop(backend._nary))
         if hasattr(backend, "_fused"):
             self._patch(backend, "_fused", self._recording_loop(backend._fused, fused=True))

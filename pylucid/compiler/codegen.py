@@ -472,13 +472,12 @@ def load(text: str, prefix: str = "step") -> Any:
     """The module of generated ``text``, written to :func:`module_path` (an existing file
     of the same hash is reused, with Numba's cache beside it)."""
     path = module_path(text, prefix)
-    digest = os.path.basename(path)[len(prefix) + 1 : -3]
     if not os.path.exists(path):
         temporary = f"{path}.{os.getpid()}.tmp"
         with open(temporary, "w") as handle:
             handle.write(text)
         os.replace(temporary, path)
-    name = f"pylucid_compiled_{prefix}_{digest}"
+    name = f"pylucid_compiled_{os.path.basename(path)[:-3]}"
     module = sys.modules.get(name)
     if module is None:
         spec = importlib.util.spec_from_file_location(name, path)

@@ -29,11 +29,6 @@ from pylucid.tensor import Tensor
 
 __all__ = ["MlxProgram", "Watch", "refusal"]
 
-#: Backend methods that answer questions rather than compute: not watched.
-_QUERIES = frozenset({"shape", "dtype", "is_available", "unavailable_reason", "info",
-                      "check_allocation", "is_writable", "is_private", "aliases"})  # fmt: skip
-
-
 class Watch(Shadowing):
     """A context manager that notes what a run on the mlx ``backend`` reads and makes:
     ``made`` (ids of the arrays its primitives returned), ``read`` (the arrays they were
@@ -47,12 +42,7 @@ class Watch(Shadowing):
         super().__init__()
 
     def __enter__(self) -> Watch:
-        for name in dir(type(self.backend)):
-            if name.startswith("_") or name in _QUERIES:
-                continue
-            method = getattr(self.backend, name)
-            if callable(method):
-                self._patch(self.backend, name, self._watching(name, method))
+        self._shadow_primitives(self.backend, self._watching)
         self._patch(engine, "run_backward", self._refusing("runs backward()", engine.run_backward))
         self._patch(
             factories,

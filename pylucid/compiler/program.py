@@ -15,13 +15,13 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
-import numba
 import numpy as np
 
 from pylucid import factories
 from pylucid.backends.numba_backend import optimizers as numba_optimizers
 from pylucid.compiler.capture import Ref, Trace, optimizer_state_signature, same_kind
 from pylucid.compiler.codegen import Segment, generate, load
+from pylucid.compiler.kernels import entry_point
 from pylucid.compiler.plan import Plan, Step
 from pylucid.compiler.tape import lower
 from pylucid.dtypes import as_dtype
@@ -148,8 +148,9 @@ class Program:
         self._unchanged_state: tuple | None = None
         self.updates = [(s.call.update.kernel, s.call.update.choices, len(s.call.update.scalars))
                         for s in plan.steps if s.kind == "update"]  # fmt: skip
-        self.scalars = np.zeros(max(1, sum(n for _, _, n in self.updates)))
         if mode == "fused":
+            self.scalars = np.zeros(max(1, sum(n for _, _, n in self.updates)))
+            self._scalar_setters = self._slices_of_scalars()
             runs = [self._runner(entry, plan) for entry in entries]
             first = entries and isinstance(entries[0], Segment) and entries[0].checks
             self.checks, self.runs = (runs[:1], runs[1:]) if first else ([], runs)
@@ -170,6 +171,19 @@ class Program:
         ]
 
     # -- building -------------------------------------------------------------------------
+    def _slices_of_scalars(self) -> list[Callable[[tuple[float, ...]], None]]:
+        """Per update, the setter of its scalars' slice of :attr:`scalars` (the vector the
+        generated functions read)."""
+        setters, start = [], 0
+        for _, _, count in self.updates:
+
+            def set_slice(values: tuple, start: int = start, count: int = count) -> None:
+                self.scalars[start : start + count] = values
+
+            setters.append(set_slice)
+            start += count
+        return setters
+
     def _runner(self, entry: Segment | Step, plan: Plan) -> Callable[[], None]:
         if isinstance(entry, Segment):
             function = getattr(self.module, entry.name)
@@ -178,12 +192,10 @@ class Program:
                 else self.scalars
                 for a in entry.arguments
             )  # fmt: skip
-            signature = tuple(numba.typeof(a) for a in args)
-            function.compile(signature)  # (or loads it from the cache on disk)
-            entry_point = function.overloads[signature].entry_point
+            segment = entry_point(function, args)
 
             def run() -> None:
-                if entry_point(*args):  # (a check found other targets: nothing changed yet)
+                if segment(*args):  # (a check found other targets: nothing changed yet)
                     raise Retrace
 
             return run
@@ -320,14 +332,8 @@ class Program:
                 "their gradients); the parameters were not updated. Create the compiled "
                 "function again"
             )
-        if self.mode == "tape":
-            for set_scalars, (_, _, scalars) in zip(self._scalar_setters, collected):
-                set_scalars(scalars)
-        else:
-            slot = 0
-            for _, _, scalars in collected:
-                self.scalars[slot : slot + len(scalars)] = scalars
-                slot += len(scalars)
+        for set_scalars, (_, _, scalars) in zip(self._scalar_setters, collected):
+            set_scalars(scalars)
         self._unchanged_state = before if _python_state(self.python_calls) == before else None
 
 

@@ -33,7 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numba
 import numpy as np
 
 from pylucid.backends.numba_backend.core import _operand
@@ -316,12 +315,10 @@ class Lowered:
 
 def _tape_runner(rows: list[_Row]) -> Callable[[], None]:
     code = _encode(rows)
-    signature = (numba.typeof(code),)
-    kernels.run_tape.compile(signature)
-    entry_point = kernels.run_tape.overloads[signature].entry_point
+    run_tape = kernels.entry_point(kernels.run_tape, (code,))
 
     def run() -> None:
-        entry_point(code)
+        run_tape(code)
 
     run.code = code  # (kept alive: the rows hold its addresses)
     return run
@@ -401,16 +398,10 @@ def _threaded(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None] |
     return run
 
 
-def _entry_point(dispatcher: Any, args: tuple) -> Callable[..., Any]:
-    signature = tuple(numba.typeof(a) for a in args)
-    dispatcher.compile(signature)
-    return dispatcher.overloads[signature].entry_point
-
-
 def _matmul(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None]:
     a, b = (arrays[t.index] for t in step.call.args[:2])
     args = (a, b, arrays[step.out])
-    call = _entry_point(kernels.matmul_into, args)
+    call = kernels.entry_point(kernels.matmul_into, args)
 
     def run() -> None:
         call(*args)
@@ -468,7 +459,8 @@ def _update(step: Step, arrays: dict[int, np.ndarray]) -> tuple[Callable[[], Non
         for r in update.arrays
     ]
     arguments = flats + [compute(s) for s in update.scalars]
-    loop = _entry_point(update.kernel.loop(update.choices, flats[0].size), tuple(arguments))
+    loop = kernels.entry_point(update.kernel.loop(update.choices, flats[0].size),
+                              tuple(arguments))  # fmt: skip
 
     def run() -> None:
         loop(*arguments)
