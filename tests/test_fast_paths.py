@@ -1,7 +1,8 @@
 """Fast paths of the numba backend give bit for bit what the general paths give.
 
-The direct runners of :func:`pylucid.backends.numba_backend.elementwise.direct` (backward
-primitives, primitives with parameters, the binary family) against ``_nary`` / ``_fused``,
+The direct runners of :func:`pylucid.backends.numba_backend.runners.direct` (backward
+primitives, primitives with parameters, the arithmetic and binary families) against the
+general paths of ``_nary`` / ``_fused``,
 which they bypass: the general path is what the primitive computes when ``direct`` hands
 every call back. The forward primitives of ``UNARY_KERNELS``, bound to their plans, against
 their ``dispatch``. The vector dot product of ``matmul`` (np.vdot) against np.matmul under
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 import pylucid as pl
-from pylucid.backends.numba_backend import elementwise
+from pylucid.backends.numba_backend import core, elementwise, runners
 from pylucid.dtypes import as_dtype
 from pylucid.kernels.loops import PARALLEL_THRESHOLD_HEAVY
 from pylucid.ops.base import dispatch_plan
@@ -69,7 +70,18 @@ BINARY = [
     ("maximum_backward", 3, ()),
     ("minimum_backward", 3, ()),
 ]
-CASES = UNARY_BACKWARD + WITH_PARAMETERS + BINARY
+ARITHMETIC = [
+    ("neg", 1, ()),
+    ("add", 2, ()),
+    ("sub", 2, ()),
+    ("mul", 2, ()),
+    ("div", 2, ()),
+    ("div_backward_b", 3, ()),
+    ("pow_scalar", 1, (3.0,)),
+    ("pow_scalar", 1, (-0.5,)),
+    ("pow_scalar_backward", 2, (2.5,)),
+]
+CASES = UNARY_BACKWARD + WITH_PARAMETERS + BINARY + ARITHMETIC
 SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -1e-310, 1.0, -1.0, 3e38]
 
 
@@ -83,8 +95,9 @@ def _values(shape: tuple[int, ...], dtype: np.dtype, seed: int) -> np.ndarray:
 
 
 class _Spy:
-    """Stands in for ``elementwise.direct``: records whether each call took the fast path,
-    or (``general=True``) hands every call back to the general path."""
+    """Stands in for ``runners.direct`` (where ``_nary`` and ``_fused`` call it): records
+    whether each call took the fast path, or (``general=True``) hands every call back to
+    the general path."""
 
     def __init__(self, direct, general: bool = False) -> None:  # noqa: ANN001
         self.direct, self.general, self.taken = direct, general, []
@@ -97,10 +110,16 @@ class _Spy:
         return out
 
 
+def _patch_direct(patch: pytest.MonkeyPatch, spy: _Spy) -> None:
+    """Put ``spy`` where the primitives call ``direct``."""
+    patch.setattr(core, "direct", spy)
+    patch.setattr(elementwise, "direct", spy)
+
+
 def _run(monkeypatch: pytest.MonkeyPatch, general: bool, name: str, arrays, params, shape, dtype):  # noqa: ANN001, ANN202, E501
-    spy = _Spy(elementwise.direct, general)
+    spy = _Spy(runners.direct, general)
     with monkeypatch.context() as patch:
-        patch.setattr(elementwise, "direct", spy)
+        _patch_direct(patch, spy)
         out = getattr(BACKEND, name)(*arrays, *params, shape, dtype)
     return out, spy.taken
 
@@ -211,12 +230,12 @@ def test_integer_binary_primitives(monkeypatch, dtype, name):
 
 
 def test_direct_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(elementwise, "DIRECT_CACHE_SIZE", 3)
-    monkeypatch.setattr(elementwise, "_DIRECT", {})
+    monkeypatch.setattr(runners, "DIRECT_CACHE_SIZE", 3)
+    monkeypatch.setattr(runners, "_DIRECT", {})
     for n in range(1, 9):
         x, g = (_values((n,), np.float32, s) for s in (0, 1))
         BACKEND.tanh_backward(x, g, (n,), pl.float32)
-        assert len(elementwise._DIRECT) <= 3
+        assert len(runners._DIRECT) <= 3
 
 
 @pytest.mark.parametrize("op", ["tanh", "exp", "sigmoid", "relu", "abs", "sqrt", "sin"])
@@ -253,7 +272,7 @@ def test_gradients_through_the_direct_runners_match_the_general_path(monkeypatch
         return [x.grad.numpy().tobytes(), w.grad.numpy().tobytes()]
 
     fast = gradients()
-    monkeypatch.setattr(elementwise, "direct", _Spy(elementwise.direct, general=True))
+    _patch_direct(monkeypatch, _Spy(runners.direct, general=True))
     assert gradients() == fast
 
 

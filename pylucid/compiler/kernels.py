@@ -10,14 +10,9 @@
   One function, compiled once, runs every graph.
 - :func:`to_pointer` and :func:`call_kernel`: the two LLVM intrinsics that this takes (an
   integer address as a typed pointer; a call through a function's address).
-- :func:`entry_point`: a dispatcher's compiled overload for given arguments, called
-  without Numba's type resolution at every call.
 """
 
-from collections.abc import Callable
-from typing import Any
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import types
@@ -65,11 +60,3 @@ def run_tape(rows):  # noqa: ANN001, ANN201
     for r in range(rows.shape[0]):
         call_kernel(rows[r, 0], start + r * width)
     return 0
-
-
-def entry_point(dispatcher: Any, args: tuple) -> Callable[..., Any]:
-    """The entry point of ``dispatcher``'s overload for ``args`` (compiled, or loaded from
-    the cache on disk, now): replays call it with arguments of those types."""
-    signature = tuple(numba.typeof(a) for a in args)
-    dispatcher.compile(signature)
-    return dispatcher.overloads[signature].entry_point

@@ -21,10 +21,10 @@ from pylucid import factories
 from pylucid.backends.numba_backend import optimizers as numba_optimizers
 from pylucid.compiler.capture import Ref, Trace, optimizer_state_signature, same_kind
 from pylucid.compiler.codegen import Segment, generate, load
-from pylucid.compiler.kernels import entry_point
 from pylucid.compiler.plan import Plan, Step
 from pylucid.compiler.tape import lower
 from pylucid.dtypes import as_dtype
+from pylucid.kernels.jit import entry_point
 from pylucid.kernels.optimizers import UpdateKernel
 from pylucid.ops import updates
 from pylucid.tensor import Tensor

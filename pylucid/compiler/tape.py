@@ -40,6 +40,7 @@ from pylucid.compiler import kernels
 from pylucid.compiler.capture import Ref
 from pylucid.compiler.codegen import header, load, module_path
 from pylucid.compiler.plan import Plan, Step, importable
+from pylucid.kernels.jit import entry_point
 from pylucid.kernels.losses import check_targets, cross_entropy_loops
 
 __all__ = ["Lowered", "lower"]
@@ -315,7 +316,7 @@ class Lowered:
 
 def _tape_runner(rows: list[_Row]) -> Callable[[], None]:
     code = _encode(rows)
-    run_tape = kernels.entry_point(kernels.run_tape, (code,))
+    run_tape = entry_point(kernels.run_tape, (code,))
 
     def run() -> None:
         run_tape(code)
@@ -401,7 +402,7 @@ def _threaded(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None] |
 def _matmul(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None]:
     a, b = (arrays[t.index] for t in step.call.args[:2])
     args = (a, b, arrays[step.out])
-    call = kernels.entry_point(kernels.matmul_into, args)
+    call = entry_point(kernels.matmul_into, args)
 
     def run() -> None:
         call(*args)
@@ -459,7 +460,7 @@ def _update(step: Step, arrays: dict[int, np.ndarray]) -> tuple[Callable[[], Non
         for r in update.arrays
     ]
     arguments = flats + [compute(s) for s in update.scalars]
-    loop = kernels.entry_point(update.kernel.loop(update.choices, flats[0].size),
+    loop = entry_point(update.kernel.loop(update.choices, flats[0].size),
                               tuple(arguments))  # fmt: skip
 
     def run() -> None:

@@ -40,7 +40,7 @@ from numba.core import sigutils, typeinfer
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 from numba.core.dispatcher import Dispatcher
 
-__all__ = ["NumbaCacheWarning", "njit"]
+__all__ = ["NumbaCacheWarning", "entry_point", "njit"]
 
 
 class NumbaCacheWarning(RuntimeWarning):
@@ -197,3 +197,16 @@ def njit(signature_or_function: Any = None, **options: Any) -> Any:
     else:
         return _cached(signature_or_function, None, options)
     return lambda func: _cached(func, sigs, options)
+
+
+def entry_point(dispatcher: Dispatcher, args: tuple) -> Callable[..., Any]:
+    """The entry point of ``dispatcher``'s overload for the types of ``args``, compiled (or
+    loaded from the cache on disk) now.
+
+    Calling it skips what a dispatcher does at every call - resolving the arguments' Numba
+    types, ~0.3 us for three -, so callers whose argument types are fixed (a bound kernel of
+    a dispatch plan, a compiled step's replay) call it instead; it accepts only arguments of
+    those types."""
+    signature = tuple(numba.typeof(a) for a in args)
+    dispatcher.compile(signature)
+    return dispatcher.overloads[signature].entry_point

@@ -2,9 +2,8 @@
 floor_divide, hypot, maximum/minimum,
 where and the comparisons. The scalar math is in :mod:`pylucid.kernels.binary_math`; float16
 and bfloat16 are computed in float32 inside the kernels (see
-:mod:`pylucid.backends.numba_backend.core`). The primitives that are one ``_nary`` call go
-through :func:`~pylucid.backends.numba_backend.elementwise.nary`, which calls the compiled
-loop directly where it can."""
+:mod:`pylucid.backends.numba_backend.core`). The primitives that are one ``_nary`` call take
+its :func:`~pylucid.backends.numba_backend.runners.direct` runner where they can."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import numpy as np
 from pylucid.backends.base import Shape
 from pylucid.backends.half import handles_halves
 from pylucid.backends.numba_backend.core import _operand, compute_dtype
-from pylucid.backends.numba_backend.elementwise import nary
 from pylucid.dtypes import DType
 from pylucid.kernels import binary_math as bm
 from pylucid.kernels.loops import ElementwiseKernel, elementwise
@@ -61,77 +59,77 @@ class NumbaBinary:
     @handles_halves
     def pow(self, a, b, shape, dtype):
         kernel = _POW if dtype.is_floating_point else _IPOW
-        return nary(self, kernel, (a, b), shape, dtype)
+        return self._nary(kernel, (a, b), shape, dtype)
 
     @handles_halves
     def pow_backward_a(self, a, b, g, shape, dtype):
-        return nary(self, _POW_GRAD_A, (a, b, g), shape, dtype)
+        return self._nary(_POW_GRAD_A, (a, b, g), shape, dtype)
 
     @handles_halves
     def pow_backward_b(self, a, result, g, shape, dtype):
-        return nary(self, _POW_GRAD_B, (a, result, g), shape, dtype)
+        return self._nary(_POW_GRAD_B, (a, result, g), shape, dtype)
 
     @handles_halves
     def atan2(self, a, b, shape, dtype):
-        return nary(self, _ATAN2, (a, b), shape, dtype)
+        return self._nary(_ATAN2, (a, b), shape, dtype)
 
     @handles_halves
     def atan2_backward_a(self, a, b, g, shape, dtype):
-        return nary(self, _ATAN2_GRAD_A, (a, b, g), shape, dtype)
+        return self._nary(_ATAN2_GRAD_A, (a, b, g), shape, dtype)
 
     @handles_halves
     def atan2_backward_b(self, a, b, g, shape, dtype):
-        return nary(self, _ATAN2_GRAD_B, (a, b, g), shape, dtype)
+        return self._nary(_ATAN2_GRAD_B, (a, b, g), shape, dtype)
 
     @handles_halves
     def logaddexp(self, a, b, shape, dtype):
-        return nary(self, _LOGADDEXP, (a, b), shape, dtype)
+        return self._nary(_LOGADDEXP, (a, b), shape, dtype)
 
     @handles_halves
     def logaddexp_backward_a(self, a, b, g, shape, dtype):
-        return nary(self, _LOGADDEXP_GRAD, (a, b, g), shape, dtype)
+        return self._nary(_LOGADDEXP_GRAD, (a, b, g), shape, dtype)
 
     @handles_halves
     def logaddexp_backward_b(self, a, b, g, shape, dtype):
-        return nary(self, _LOGADDEXP_GRAD, (b, a, g), shape, dtype)  # (symmetric: swapped)
+        return self._nary(_LOGADDEXP_GRAD, (b, a, g), shape, dtype)  # (symmetric: swapped)
 
     @handles_halves
     def remainder(self, a, b, shape, dtype):
         kernel = _REMAINDER if dtype.is_floating_point else _IREMAINDER
-        return nary(self, kernel, (a, b), shape, dtype)
+        return self._nary(kernel, (a, b), shape, dtype)
 
     @handles_halves
     def remainder_backward_b(self, a, b, g, shape, dtype):
-        return nary(self, _REMAINDER_GRAD_B, (a, b, g), shape, dtype)
+        return self._nary(_REMAINDER_GRAD_B, (a, b, g), shape, dtype)
 
     @handles_halves
     def floor_divide(self, a, b, shape, dtype):
         kernel = _FLOOR_DIVIDE if dtype.is_floating_point else _IFLOOR_DIVIDE
-        return nary(self, kernel, (a, b), shape, dtype)
+        return self._nary(kernel, (a, b), shape, dtype)
 
     @handles_halves
     def hypot(self, a, b, shape, dtype):
-        return nary(self, _HYPOT, (a, b), shape, dtype)
+        return self._nary(_HYPOT, (a, b), shape, dtype)
 
     @handles_halves
     def hypot_backward(self, x, result, g, shape, dtype):
-        return nary(self, _HYPOT_GRAD, (x, result, g), shape, dtype)
+        return self._nary(_HYPOT_GRAD, (x, result, g), shape, dtype)
 
     @handles_halves
     def maximum(self, a, b, shape, dtype):
-        return nary(self, _MAXIMUM, (a, b), shape, dtype)
+        return self._nary(_MAXIMUM, (a, b), shape, dtype)
 
     @handles_halves
     def minimum(self, a, b, shape, dtype):
-        return nary(self, _MINIMUM, (a, b), shape, dtype)
+        return self._nary(_MINIMUM, (a, b), shape, dtype)
 
     @handles_halves
     def maximum_backward(self, x, other, g, shape, dtype):
-        return nary(self, _MAXIMUM_GRAD, (x, other, g), shape, dtype)
+        return self._nary(_MAXIMUM_GRAD, (x, other, g), shape, dtype)
 
     @handles_halves
     def minimum_backward(self, x, other, g, shape, dtype):
-        return nary(self, _MINIMUM_GRAD, (x, other, g), shape, dtype)
+        return self._nary(_MINIMUM_GRAD, (x, other, g), shape, dtype)
 
     @handles_halves
     def where(self, condition, a, b, shape, dtype):

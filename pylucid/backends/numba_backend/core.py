@@ -11,7 +11,6 @@ of it is made.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Sequence
 
@@ -21,8 +20,9 @@ import numpy as np
 from pylucid import memory
 from pylucid.backends.base import Axes, Shape
 from pylucid.backends.half import handles_halves
+from pylucid.backends.numba_backend.runners import bound_loop, direct
 from pylucid.dtypes import DType, as_dtype, float32
-from pylucid.kernels import log2_avx512, scalar
+from pylucid.kernels import scalar
 from pylucid.kernels.half import half_dtype_code
 from pylucid.kernels.log2_avx512 import Log2Kernel
 from pylucid.kernels.loops import PARALLEL_THRESHOLD, ElementwiseKernel, elementwise
@@ -108,70 +108,6 @@ def elementwise_primitive(kernel: ElementwiseKernel | Log2Kernel):
         return handles_halves(primitive)
 
     return mark
-
-
-def _bound_loop(
-    kernel: ElementwiseKernel | Log2Kernel,
-    input_shapes: Sequence[Shape],
-    input_dtypes: Sequence[DType],
-    shape: Shape,
-    dtype: DType,
-) -> Callable[..., np.ndarray | None] | None:
-    """The loop of ``kernel`` bound to one call signature, as :meth:`NumbaCore._bind` gives
-    it, or None where that signature needs the general path of ``_nary``: half dtypes,
-    inputs of another dtype than ``dtype`` or broadcast ones, no elements, or AVX-512 log2
-    on arrays.
-
-    The runner takes the storages and returns the output, or None where a storage is not of
-    ``dtype`` or an array operand not C-contiguous, aligned and writeable (``flags.carray``:
-    a view, a read-only array), which the general path copies or transposes. A one-element
-    operand goes as a scalar, as ``_operand`` gives it. The serial loop is called through
-    the entry point of its compiled overload once the first call has compiled it: Numba's
-    dispatcher resolves the argument types at every call, and these are fixed by the
-    signature (the scalars' type is the dtype, each array a C-contiguous 1-d one of it)."""
-    numpy_dtype = dtype.numpy
-    count = math.prod(shape)
-    if (
-        dtype.is_half
-        or numpy_dtype.itemsize == 2
-        or count == 0
-        or any(d is not dtype for d in input_dtypes)
-        or any(s != shape and math.prod(s) != 1 for s in input_shapes)
-    ):
-        return None
-    ones = tuple(math.prod(s) == 1 for s in input_shapes)  # (the operands given as scalars)
-    if isinstance(kernel, Log2Kernel):
-        if log2_avx512.AVAILABLE and not all(ones):  # arrays take the AVX-512 kernel
-            return None
-        kernel = kernel.generic
-    parallel = count >= kernel.parallel_threshold
-    loop = kernel._parallel if parallel else kernel._serial
-    small = count < memory._SMALL_COUNT
-    flat = len(shape) == 1
-
-    def run(*storages: np.ndarray) -> np.ndarray | None:
-        nonlocal call
-        args = []  # (a loop, not a comprehension: this runs for every op, a frame is dear)
-        for a, one in zip(storages, ones):
-            if a.dtype is not numpy_dtype:
-                return None
-            if one:
-                args.append(a[()] if a.ndim == 0 else a[0] if a.ndim == 1 else a.reshape(-1)[0])
-            elif a.flags.carray:
-                args.append(a if flat else a.reshape(-1))
-            else:
-                return None
-        out = np.empty(shape, numpy_dtype) if small else memory.empty(shape, numpy_dtype)
-        args.append(out if flat else out.reshape(-1))
-        call(*args)
-        if call is loop and not parallel:  # compiled now: its entry point from here on
-            overload = loop.overloads.get(tuple(numba.typeof(a) for a in args))
-            if overload is not None:
-                call = overload.entry_point
-        return out
-
-    call = loop
-    return run
 
 
 class NumbaCore:
@@ -274,19 +210,26 @@ class NumbaCore:
         inputs of ``input_shapes`` and ``input_dtypes``, straight to its compiled loop: it
         returns the output, or None where a storage's layout needs the general path. None
         where the primitive is not one :func:`elementwise_primitive` marks, or the signature
-        needs the general path (see :func:`_bound_loop`).
+        needs the general path (see :func:`~pylucid.backends.numba_backend.runners.bound_loop`).
 
         An optional fast path outside the backend protocol (private, so a backend without
         it binds nothing): :class:`~pylucid.ops.base.DispatchPlan` asks for it."""
         kernel = getattr(getattr(type(self), primitive, None), "elementwise_kernel", None)
         if kernel is None:
             return None
-        return _bound_loop(kernel, input_shapes, input_dtypes, shape, dtype)
+        return bound_loop(kernel, input_shapes, input_dtypes, shape, dtype)
 
     def _unary(self, kernel, a, shape, dtype):
         return self._nary(kernel, (a,), shape, dtype)
 
     def _nary(self, kernel, operands, shape, dtype, *scalars):
+        """``kernel`` over ``operands`` (and ``scalars``, cast to the compute dtype) into a
+        new output of ``shape``: through its :func:`direct` runner where that takes the
+        call, else broadcasting, converting and dispatching here (the general path)."""
+        extra = tuple([dtype.numpy.type(s) for s in scalars]) if scalars else ()
+        out = direct(kernel, operands, shape, dtype, extra)
+        if out is not None:
+            return out
         compute = _FLOAT32 if dtype.is_half else dtype.numpy  # (compute_dtype, inline)
         if len(shape) > 1 and _fortran_ordered(operands, shape):
             transposed = tuple(_transposed(a) for a in operands)

@@ -1,0 +1,252 @@
+"""Runners: compiled elementwise loops called without the general path of ``_nary``.
+
+The general path (:meth:`NumbaCore._nary
+<pylucid.backends.numba_backend.core.NumbaCore._nary>`) checks each operand's layout and
+dtype, broadcasts, and calls the loop through Numba's dispatcher, which resolves the
+arguments' types at every call: for a tiny op that is most of its cost. A runner knows the
+call signature ahead and calls the entry point of the loop's compiled overload:
+
+- :func:`bound_loop`: bound to a :class:`~pylucid.ops.base.DispatchPlan` (a forward op's
+  input shapes and dtypes are known when it is planned), through ``NumbaCore._bind``;
+- :func:`direct`: made per (kernel, shape, dtype) on first use, for the calls no plan
+  binds: grad formulas' primitives, primitives with scalar parameters, every ``_nary``.
+
+Either returns None where a storage needs the general path (a view, a broadcast, a half
+dtype); where it runs, its output is the general path's, bit for bit (the same loop).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numba
+import numpy as np
+
+from pylucid import memory
+from pylucid.backends.base import Shape
+from pylucid.dtypes import DType
+from pylucid.kernels import log2_avx512
+from pylucid.kernels.jit import entry_point
+from pylucid.kernels.log2_avx512 import Log2Kernel
+from pylucid.kernels.loops import ElementwiseKernel
+
+__all__ = ["DIRECT_CACHE_SIZE", "bound_loop", "direct"]
+
+
+def bound_loop(
+    kernel: ElementwiseKernel | Log2Kernel,
+    input_shapes: Sequence[Shape],
+    input_dtypes: Sequence[DType],
+    shape: Shape,
+    dtype: DType,
+) -> Callable[..., np.ndarray | None] | None:
+    """The loop of ``kernel`` bound to one call signature, as :meth:`NumbaCore._bind` gives
+    it, or None where that signature needs the general path of ``_nary``: half dtypes,
+    inputs of another dtype than ``dtype`` or broadcast ones, no elements, or AVX-512 log2
+    on arrays.
+
+    The runner takes the storages and returns the output, or None where a storage is not of
+    ``dtype`` or an array operand not C-contiguous, aligned and writeable (``flags.carray``:
+    a view, a read-only array), which the general path copies or transposes. A one-element
+    operand goes as a scalar, as ``_operand`` gives it. The serial loop is compiled when
+    bound and called through the entry point of that overload: Numba's dispatcher resolves
+    the argument types at every call, and these are fixed by the signature (the scalars'
+    type is the dtype, each array a C-contiguous 1-d one of it)."""
+    numpy_dtype = dtype.numpy
+    count = math.prod(shape)
+    if (
+        dtype.is_half
+        or numpy_dtype.itemsize == 2
+        or count == 0
+        or any(d is not dtype for d in input_dtypes)
+        or any(s != shape and math.prod(s) != 1 for s in input_shapes)
+    ):
+        return None
+    ones = tuple(math.prod(s) == 1 for s in input_shapes)  # (the operands given as scalars)
+    if isinstance(kernel, Log2Kernel):
+        if log2_avx512.AVAILABLE and not all(ones):  # arrays take the AVX-512 kernel
+            return None
+        kernel = kernel.generic
+    if count >= kernel.parallel_threshold:
+        call = kernel._parallel
+    else:  # compiled (or loaded from the cache) now, for the types the runner passes
+        samples = [numpy_dtype.type(0) if one else np.empty(1, numpy_dtype) for one in ones]
+        call = entry_point(kernel._serial, (*samples, np.empty(1, numpy_dtype)))
+    allocate = np.empty if count < memory._SMALL_COUNT else memory.empty
+    # A one-element operand is read at its only index; an array goes flat.
+    indices = [(0,) * len(s) if one else None for s, one in zip(input_shapes, ones)]
+    flat = len(shape) == 1
+    # (Arities 1 and 2 spelled out: a loop over the operands costs a third of a tiny op.)
+    if len(ones) == 1:
+        (index,) = indices
+
+        def run_1(a: np.ndarray) -> np.ndarray | None:
+            if a.dtype is not numpy_dtype:
+                return None
+            if index is not None:
+                a = a[index]
+            elif not a.flags.carray:
+                return None
+            elif not flat:
+                a = a.reshape(-1)
+            out = allocate(shape, numpy_dtype)
+            call(a, out if flat else out.reshape(-1))
+            return out
+
+        return run_1
+    if len(ones) == 2:
+        index_a, index_b = indices
+
+        def run_2(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+            if a.dtype is not numpy_dtype or b.dtype is not numpy_dtype:
+                return None
+            if index_a is not None:
+                a = a[index_a]
+            elif not a.flags.carray:
+                return None
+            elif not flat:
+                a = a.reshape(-1)
+            if index_b is not None:
+                b = b[index_b]
+            elif not b.flags.carray:
+                return None
+            elif not flat:
+                b = b.reshape(-1)
+            out = allocate(shape, numpy_dtype)
+            call(a, b, out if flat else out.reshape(-1))
+            return out
+
+        return run_2
+
+    def run(*storages: np.ndarray) -> np.ndarray | None:
+        args = []  # (a loop, not a comprehension: this runs for every op, a frame is dear)
+        for a, index in zip(storages, indices):
+            if a.dtype is not numpy_dtype:
+                return None
+            if index is not None:
+                args.append(a[index])
+            elif a.flags.carray:
+                args.append(a if flat else a.reshape(-1))
+            else:
+                return None
+        out = allocate(shape, numpy_dtype)
+        args.append(out if flat else out.reshape(-1))
+        call(*args)
+        return out
+
+    return run
+
+
+#: (kernel, shape, dtype) -> the runner of :func:`direct` for that call signature; emptied
+#: when it reaches :data:`DIRECT_CACHE_SIZE` entries (a program's signatures are few).
+_DIRECT: dict[tuple, Callable[[tuple, tuple], np.ndarray | None]] = {}
+DIRECT_CACHE_SIZE = 4096
+
+
+def direct(
+    kernel: ElementwiseKernel | Log2Kernel,
+    operands: tuple[np.ndarray, ...],
+    shape: Shape,
+    dtype: DType,
+    extra: tuple = (),
+) -> np.ndarray | None:
+    """What ``kernel`` over ``operands`` gives through the general path (``_nary``, or
+    ``kernel(*operands, *extra, ...)`` after ``_operand``), straight from its compiled serial
+    loop; None where the call needs that path.
+
+    For the primitives that are one such call, backward ones mostly: unlike a forward, they
+    are called by grad formulas, not through a :class:`~pylucid.ops.base.DispatchPlan`, so
+    no runner is bound to them ahead of time. This one is made per (kernel, shape, dtype)
+    on first use and cached.
+
+    Parameters
+    ----------
+    kernel : ElementwiseKernel
+        The kernel the general path runs.
+    operands : tuple of numpy.ndarray
+        The array operands. The runner takes those of ``dtype`` that are C-contiguous,
+        aligned and writeable (``flags.carray``) and of ``shape``, or of one element (given
+        to the loop as a scalar, as ``_operand`` does); anything else - a half array, a
+        broadcast, a view, a read-only array, a Python number - returns None.
+    shape : tuple of int
+        The output's shape.
+    dtype : DType
+        The compute and output dtype; None is returned for the half dtypes.
+    extra : tuple
+        Kernel arguments after the operands, exactly as the general path passes them (its
+        ``compute.type(s)`` scalars, or a ``_fused`` parameter tuple). Their types must be
+        fixed by the kernel and dtype: the loop is called through the entry point of the
+        overload compiled for the first call's types.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        The output (bit for bit the general path's), or None.
+    """
+    key = (kernel, shape, dtype)
+    runner = _DIRECT.get(key)
+    if runner is None:
+        if len(_DIRECT) >= DIRECT_CACHE_SIZE:
+            _DIRECT.clear()
+        runner = _DIRECT[key] = _direct_runner(kernel, shape, dtype)
+    return runner(operands, extra)
+
+
+def _general_path(operands: tuple, extra: tuple) -> None:
+    """The runner of the signatures :func:`direct` leaves to the general path."""
+    return None
+
+
+def _direct_runner(
+    kernel: ElementwiseKernel | Log2Kernel, shape: Shape, dtype: DType
+) -> Callable[[tuple, tuple], np.ndarray | None]:
+    """The runner of :func:`direct` for one (kernel, shape, dtype): :func:`_general_path`
+    for the half dtypes (the general path reads them through ``uint16`` views), no elements,
+    outputs large enough for the parallel loop (there the call's overhead is noise), and
+    log2 (its AVX-512 kernel is not a loop of this kind; plans bind the generic one)."""
+    numpy_dtype = dtype.numpy
+    count = math.prod(shape)
+    if (
+        isinstance(kernel, Log2Kernel)
+        or dtype.is_half
+        or numpy_dtype.itemsize == 2
+        or not 0 < count < kernel.parallel_threshold
+    ):
+        return _general_path
+    loop = kernel._serial
+    small = count < memory._SMALL_COUNT
+    flat = len(shape) == 1
+    #: Which operands go as scalars (a bit each) -> the entry point of the compiled overload:
+    #: Numba's dispatcher resolves the argument types at every call, fixed here by the
+    #: signature and that pattern.
+    entries: dict[int, Callable[..., None]] = {}
+
+    def run(operands: tuple, extra: tuple) -> np.ndarray | None:
+        args = []  # (a loop, not a comprehension: this runs for every op, a frame is dear)
+        scalars = 0
+        for a in operands:
+            if type(a) is not np.ndarray or a.dtype is not numpy_dtype:
+                return None
+            scalars += scalars
+            if a.size == 1:  # (as _operand gives it: a scalar, whatever its shape)
+                args.append(a[()] if a.ndim == 0 else a[0] if a.ndim == 1 else a.reshape(-1)[0])
+                scalars += 1
+            elif a.shape == shape and a.flags.carray:
+                args.append(a if flat else a.reshape(-1))
+            else:
+                return None
+        args += extra
+        out = np.empty(shape, numpy_dtype) if small else memory.empty(shape, numpy_dtype)
+        args.append(out if flat else out.reshape(-1))
+        entry = entries.get(scalars)
+        if entry is not None:
+            entry(*args)
+            return out
+        loop(*args)  # (compiles, or loads from the cache, this overload on its first call)
+        overload = loop.overloads.get(tuple([numba.typeof(a) for a in args]))
+        if overload is not None:
+            entries[scalars] = overload.entry_point
+        return out
+
+    return run
