@@ -274,16 +274,26 @@ def _op_operators(op_class: type[Op]) -> tuple[Callable[..., Any], Callable[...,
     apply = op_class.apply
 
     def operator(self: Tensor, other: Any) -> Any:
-        if type(other) is Tensor:
+        kind = type(other)
+        if kind is Tensor:
             return apply(self, other)
-        if not isinstance(other, _OPERANDS):
+        if kind is float or kind is int:  # (a program's constant: lift's cache, uncalled)
+            wrapped = _NUMBERS.get((other, kind, self._dtype, self._backend))
+            if wrapped is not None:
+                return apply(self, wrapped)
+        elif not isinstance(other, _OPERANDS):
             return NotImplemented
         return apply(self, lift(name, "b", other, self))
 
     def reflected(self: Tensor, other: Any) -> Any:
-        if type(other) is Tensor:
+        kind = type(other)
+        if kind is Tensor:
             return apply(other, self)
-        if not isinstance(other, _OPERANDS):
+        if kind is float or kind is int:
+            wrapped = _NUMBERS.get((other, kind, self._dtype, self._backend))
+            if wrapped is not None:
+                return apply(wrapped, self)
+        elif not isinstance(other, _OPERANDS):
             return NotImplemented
         return apply(lift(name, "a", other, self), self)
 
