@@ -229,6 +229,22 @@ def test_integer_binary_primitives(monkeypatch, dtype, name):
         _assert_same(out, expected)
 
 
+@pytest.mark.parametrize(
+    "dtype, number",
+    [(np.float32, 32), (np.float32, 0.1), (np.float64, 3), (np.float64, -2.5), (np.int64, 7)],
+)
+def test_direct_runner_takes_python_numbers(monkeypatch, dtype, number):
+    """A Python number among the operands (a mean's count) goes to the loop as a scalar of
+    the dtype, as the general path's _operand casts it: the same bits."""
+    a = _values((3, 4), dtype, 0) if dtype is not np.int64 else np.arange(12).reshape(3, 4)
+    for name in ("div", "mul", "add"):
+        args = [a, number]
+        expected, _ = _run(monkeypatch, True, name, args, (), (3, 4), as_dtype(dtype))
+        out, taken = _run(monkeypatch, False, name, args, (), (3, 4), as_dtype(dtype))
+        assert taken == [True]
+        _assert_same(out, expected)
+
+
 def test_direct_cache_is_bounded(monkeypatch):
     monkeypatch.setattr(runners, "DIRECT_CACHE_SIZE", 3)
     monkeypatch.setattr(runners, "_DIRECT", {})

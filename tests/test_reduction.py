@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import pylucid as pl
+from pylucid.dtypes import as_dtype as as_pl_dtype
 from pylucid.kernels.reduction import PARALLEL_THRESHOLD_ROWS
 from pylucid.ops import AmpPolicy
 
@@ -345,6 +346,69 @@ def test_large_inputs_take_the_parallel_rows(
     np.testing.assert_allclose(pl.logsumexp(x, axis).numpy(), lse, rtol=2e-6)
     np.testing.assert_allclose(pl.var(x, axis).numpy(), np.var(x64, axis, ddof=1), rtol=2e-6)
     np.testing.assert_array_equal(pl.max(x, axis).numpy(), x_np.max(axis))
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The distance of float32 ``a`` and ``b`` in units in the last place (same signs)."""
+    return np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32).astype(np.int64))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (32, 10), (1797, 10), (7, 3), (4, 17), (3, 1000)])
+def test_log_softmax_blocks_serial_and_parallel_agree(shape, rng: np.random.Generator) -> None:
+    """The block kernels (exp over the whole block) give the same bits on the serial loop
+    and on the prange loop over chunks of rows, and the float32 backward is within 1 ulp
+    of g - exp(y) sum(g) in float64 (exp(y) is taken in float64, rounded once)."""
+    from pylucid.kernels import reduction as kernels
+
+    forward = kernels.block_map(kernels.log_softmax_rows)
+    backward = kernels.block_map(kernels.log_softmax_backward_rows, arity=2)
+    for dtype in (np.float32, np.float64):
+        x = (rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 2, shape)).astype(dtype)
+        g = rng.standard_normal(shape).astype(dtype)
+        outs = []
+        for loops in ((forward._serial, backward._serial), (forward._parallel, backward._parallel)):
+            y, dx = np.empty_like(x), np.empty_like(x)
+            loops[0](x, y)
+            loops[1](y, g, dx)
+            outs.append((y.tobytes(), dx.tobytes()))
+        assert outs[0] == outs[1]
+        if dtype is np.float32:
+            g64 = g.astype(np.float64)
+            reference = (g64 - np.exp(y.astype(np.float64)) * g64.sum(1, keepdims=True))
+            reference = reference.astype(np.float32)
+            same_sign = np.sign(reference) == np.sign(dx)
+            assert (_ulps(dx, reference)[same_sign] <= 1).all()
+            assert (np.abs(dx - reference)[~same_sign] <= 1e-6).all()  # (about zero)
+
+
+_SUM_CASES = [
+    ((1797, 10), (1,)), ((32, 10), (1,)), ((32, 64), (1,)), ((32, 65), (1,)), ((7,), (0,)),
+    ((1797, 10), (0,)), ((32, 128), (0,)), ((4096, 2), (0,)), ((5, 1), (0,)), ((1, 5), (1,)),
+    ((4, 1), (1,)), ((1, 4), (0,)), ((4, 5, 6), (1, 2)), ((4, 5, 6), (0, 1)),
+    ((2, 3, 4), (0, 1, 2)), ((3, 1, 2), (1,)), ((5, 1, 3), (0,)), ((9, 7), (0, 1)),
+    ((100, 3), (0,)), ((0, 3), (0,)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("shape_axes", _SUM_CASES, ids=str)
+def test_sum_has_the_bits_of_numpy(shape_axes, keepdims, dtype, rng) -> None:
+    """Sums of short rows and over leading axes run compiled loops in NumPy's order
+    (pylucid.kernels.pairwise): every result is np.add.reduce's, to the bit, with special
+    values among the elements, and nothing warns (the fixture makes a warning an error)."""
+    shape, axes = shape_axes
+    backend = pl.tensor([1.0])._backend
+    a = (rng.standard_normal(shape) * 10.0 ** rng.uniform(-6, 6, shape)).astype(dtype)
+    for specials in ([], [np.nan], [np.inf, -np.inf], [3e38, 3e38], [-0.0] * 64):
+        x = a.copy().reshape(-1)
+        x[: min(x.size, len(specials))] = specials[: x.size]
+        x = x.reshape(shape)
+        out = backend.sum(x, axes, keepdims, as_pl_dtype(dtype))
+        with np.errstate(all="ignore"):
+            expected = np.add.reduce(x, axis=axes, dtype=dtype, keepdims=keepdims)
+        assert out.shape == expected.shape and out.dtype == expected.dtype
+        assert out.tobytes() == expected.tobytes()
 
 
 def test_softmax_axis_errors(device: str) -> None:

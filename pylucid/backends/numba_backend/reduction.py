@@ -23,10 +23,10 @@ from pylucid.kernels import losses, scan
 from pylucid.kernels import reduction as kernels
 
 _SOFTMAX = kernels.row_map(kernels.softmax_row)
-_LOG_SOFTMAX = kernels.row_map(kernels.log_softmax_row)
+_LOG_SOFTMAX = kernels.block_map(kernels.log_softmax_rows)
 _LOGSUMEXP = kernels.row_reduce(kernels.logsumexp_row)
 _SOFTMAX_GRAD = kernels.row_map(kernels.softmax_backward_row, arity=2)
-_LOG_SOFTMAX_GRAD = kernels.row_map(kernels.log_softmax_backward_row, arity=2)
+_LOG_SOFTMAX_GRAD = kernels.block_map(kernels.log_softmax_backward_rows, arity=2)
 _SOFTMAX_COLS = kernels.row_map(kernels.softmax_cols)
 _LOG_SOFTMAX_COLS = kernels.row_map(kernels.log_softmax_cols)
 _SOFTMAX_GRAD_COLS = kernels.row_map(kernels.softmax_backward_cols, arity=2)

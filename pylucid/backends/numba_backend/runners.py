@@ -164,11 +164,12 @@ def direct(
     ----------
     kernel : ElementwiseKernel
         The kernel the general path runs.
-    operands : tuple of numpy.ndarray
-        The array operands. The runner takes those of ``dtype`` that are C-contiguous,
-        aligned and writeable (``flags.carray``) and of ``shape``, or of one element (given
-        to the loop as a scalar, as ``_operand`` does); anything else - a half array, a
-        broadcast, a view, a read-only array, a Python number - returns None.
+    operands : tuple of (numpy.ndarray or int or float)
+        The operands. The runner takes arrays of ``dtype`` that are C-contiguous, aligned
+        and writeable (``flags.carray``) and of ``shape``, or of one element, and Python
+        ints and floats (both given to the loop as scalars of ``dtype``, as ``_operand``
+        gives them: a mean's count); anything else - a half array, a broadcast, a view, a
+        read-only array, a NumPy scalar - returns None.
     shape : tuple of int
         The output's shape.
     dtype : DType
@@ -226,9 +227,16 @@ def _direct_runner(
         args = []  # (a loop, not a comprehension: this runs for every op, a frame is dear)
         scalars = 0
         for a in operands:
-            if type(a) is not np.ndarray or a.dtype is not numpy_dtype:
-                return None
             scalars += scalars
+            kind = type(a)
+            if kind is not np.ndarray:
+                if kind is not int and kind is not float:
+                    return None
+                args.append(numpy_dtype.type(a))  # (a Python number, as _operand casts it)
+                scalars += 1
+                continue
+            if a.dtype is not numpy_dtype:
+                return None
             if a.size == 1:  # (as _operand gives it: a scalar, whatever its shape)
                 args.append(a[()] if a.ndim == 0 else a[0] if a.ndim == 1 else a.reshape(-1)[0])
                 scalars += 1
