@@ -53,6 +53,29 @@ def test_bound_binary_matches_general_path(cls, dtype, shapes):
     assert result.numpy().tobytes() == expected.tobytes()
 
 
+@pytest.mark.parametrize("cls", BINARY)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shapes", [((32, 128), (128,)), ((128,), (32, 128)), ((4, 3, 5), (5,)),
+                                    ((4, 3, 5), (3, 5)), ((1, 3, 5), (4, 3, 5)),
+                                    ((70000, 2), (1, 2))])  # fmt: skip
+def test_bound_periodic_broadcast_matches_general_path(cls, dtype, shapes):
+    """An operand of the output's trailing shape against one of its shape (a bias against
+    a batch) takes the periodic loop, serial or (70000 x 2) parallel: the general path's
+    bits, the periodic operand on either side."""
+    rng = np.random.default_rng(3)
+    a, b = (pl.tensor((rng.standard_normal(s) * 4 + 0.5).astype(dtype)) for s in shapes)
+    plan = dispatch_plan(cls, (a, b), {})
+    assert plan.run is not None
+    expected = _general(cls, a, b)
+    for _ in range(2):
+        out = plan.run(*_storages(plan, (a, b)))
+        assert out.shape == expected.shape and out.tobytes() == expected.tobytes()
+    assert cls.apply(a, b).numpy().tobytes() == expected.tobytes()
+    view = pl.tensor(np.zeros((shapes[0][0], 2 * shapes[0][-1]), dtype))[:, ::2]  # a view
+    if view.shape == a.shape:
+        assert plan.run(view._storage, b._storage) is None
+
+
 @pytest.mark.parametrize("cls", [Log2Backward, NegBackward])
 @pytest.mark.parametrize("shape", [(1,), (), (5,), (2, 3)])
 def test_bound_unary_matches_general_path(cls, shape):

@@ -121,6 +121,44 @@ def _loops_3(
     return njit(**_JIT)(serial), njit(parallel=True, **_JIT)(parallel)
 
 
+def _periodic_loops_2(f, fingerprint, periodic: int) -> tuple[Callable, Callable]:
+    """Loops of a binary ``f`` whose operand ``periodic`` (0 or 1) holds ``n`` elements that
+    repeat along the flat output, row after row of ``n`` (a bias against a batch)."""
+    if periodic == 0:
+
+        def serial(x, y, out):
+            fingerprint  # noqa: B018
+            n = x.size
+            for r in range(out.size // n):
+                for j in range(n):
+                    out[r * n + j] = f(x[j], y[r * n + j])
+
+        def parallel(x, y, out):
+            fingerprint  # noqa: B018
+            n = x.size
+            for r in numba.prange(out.size // n):
+                for j in range(n):
+                    out[r * n + j] = f(x[j], y[r * n + j])
+
+    else:
+
+        def serial(x, y, out):
+            fingerprint  # noqa: B018
+            n = y.size
+            for r in range(out.size // n):
+                for j in range(n):
+                    out[r * n + j] = f(x[r * n + j], y[j])
+
+        def parallel(x, y, out):
+            fingerprint  # noqa: B018
+            n = y.size
+            for r in numba.prange(out.size // n):
+                for j in range(n):
+                    out[r * n + j] = f(x[r * n + j], y[j])
+
+    return njit(**_JIT)(serial), njit(parallel=True, **_JIT)(parallel)
+
+
 _LOOP_MAKERS = {1: _loops_1, 2: _loops_2, 3: _loops_3}
 #: The fingerprint of the conversions, added to the half loops' cache key.
 _HALF_FINGERPRINT = _fingerprint(half.f16_to_f32)
@@ -155,6 +193,8 @@ class ElementwiseKernel:
         self._serial, self._parallel = _LOOP_MAKERS[arity](scalar_fn, self._fingerprint)
         #: (half codes of the operands, of the output) -> (serial, parallel) loops.
         self._half_loops: dict[tuple[tuple[str | None, ...], str | None], tuple] = {}
+        #: Periodic operand -> (serial, parallel) loops (:meth:`periodic_loops`).
+        self._periodic_loops: dict[int, tuple] = {}
 
     def __call__(
         self,
@@ -224,6 +264,18 @@ class ElementwiseKernel:
                 conversions = [_LOADS[code] for code in loads] + [_STORES[store]]
                 loops = _LOOP_MAKERS[self.arity](self._scalar_fn, fingerprint, *conversions)
             self._half_loops[key] = loops
+        return loops
+
+    def periodic_loops(self, operand: int) -> tuple[Callable, Callable]:
+        """The (serial, parallel) loops of a binary kernel over flat float or integer arrays
+        where operand ``operand`` (0 or 1) has fewer elements than the output, ``n``, and
+        repeats along it every ``n`` elements: a NumPy broadcast of an operand of the
+        output's trailing shape (a ``(128,)`` bias against ``(32, 128)``) without its
+        broadcast copy. Made on first use."""
+        loops = self._periodic_loops.get(operand)
+        if loops is None:
+            loops = _periodic_loops_2(self._scalar_fn, self._fingerprint, operand)
+            self._periodic_loops[operand] = loops
         return loops
 
     def __repr__(self) -> str:

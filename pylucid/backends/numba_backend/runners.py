@@ -43,8 +43,9 @@ def bound_loop(
 ) -> Callable[..., np.ndarray | None] | None:
     """The loop of ``kernel`` bound to one call signature, as :meth:`NumbaCore._bind` gives
     it, or None where that signature needs the general path of ``_nary``: half dtypes,
-    inputs of another dtype than ``dtype`` or broadcast ones, no elements, or AVX-512 log2
-    on arrays.
+    inputs of another dtype than ``dtype``, broadcasts other than one operand of the output's
+    trailing shape against another of its shape (:func:`_periodic_runner`), no elements, or
+    AVX-512 log2 on arrays.
 
     The runner takes the storages and returns the output, or None where a storage is not of
     ``dtype`` or an array operand not C-contiguous, aligned and writeable (``flags.carray``:
@@ -60,9 +61,14 @@ def bound_loop(
         or numpy_dtype.itemsize == 2
         or count == 0
         or any(d is not dtype for d in input_dtypes)
-        or any(s != shape and math.prod(s) != 1 for s in input_shapes)
     ):
         return None
+    broadcast = [s != shape and math.prod(s) != 1 for s in input_shapes]
+    if any(broadcast):
+        periodic = _periodic_operand(input_shapes, broadcast, shape)
+        if periodic is None or not isinstance(kernel, ElementwiseKernel):
+            return None
+        return _periodic_runner(kernel, periodic, shape, numpy_dtype)
     ones = tuple(math.prod(s) == 1 for s in input_shapes)  # (the operands given as scalars)
     if isinstance(kernel, Log2Kernel):
         if log2_avx512.AVAILABLE and not all(ones):  # arrays take the AVX-512 kernel
@@ -136,6 +142,51 @@ def bound_loop(
         return out
 
     return run
+
+
+def _periodic_operand(
+    input_shapes: Sequence[Shape], broadcast: Sequence[bool], shape: Shape
+) -> int | None:
+    """The operand of a binary signature that broadcasts by repeating along the output -
+    its shape, without leading 1s, is the output's trailing shape - while the other has
+    the output's shape; None for any other signature."""
+    if len(input_shapes) != 2 or all(broadcast):
+        return None
+    periodic = 0 if broadcast[0] else 1
+    trailing = tuple(input_shapes[periodic])
+    while trailing and trailing[0] == 1:
+        trailing = trailing[1:]
+    if input_shapes[1 - periodic] != shape or trailing != shape[len(shape) - len(trailing) :]:
+        return None
+    return periodic
+
+
+def _periodic_runner(
+    kernel: ElementwiseKernel, periodic: int, shape: Shape, numpy_dtype: np.dtype
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray | None]:
+    """The runner of a binary signature whose operand ``periodic`` repeats along the output
+    (:func:`_periodic_operand`): the kernel's periodic loop over the flat operands, no
+    broadcast copy (a (32, 128) + (128,) bias add: 7.5 us through the copy). The same
+    scalar function on the same elements: the general path's bits."""
+    serial, parallel = kernel.periodic_loops(periodic)
+    count = math.prod(shape)
+    if count >= kernel.parallel_threshold:
+        call = parallel
+    else:
+        flat = np.empty(1, numpy_dtype)
+        call = entry_point(serial, (flat, flat, flat))
+    allocate = np.empty if count < memory._SMALL_COUNT else memory.empty
+
+    def run_periodic(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        if a.dtype is not numpy_dtype or b.dtype is not numpy_dtype:
+            return None
+        if not a.flags.carray or not b.flags.carray:
+            return None
+        out = allocate(shape, numpy_dtype)
+        call(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+        return out
+
+    return run_periodic
 
 
 #: (kernel, shape, dtype) -> the runner of :func:`direct` for that call signature; emptied
