@@ -73,7 +73,7 @@ class Tensor:
         "_grad",
         "grad_fn",
         "_accumulator",
-        "_version",
+        "_counter",
         "_base",
         "_view_steps",
         "_grad_base",
@@ -112,7 +112,7 @@ class Tensor:
         self._grad = None
         self.grad_fn = None
         self._accumulator = None
-        self._version = VersionCounter()
+        self._counter = None  # (made by the first read of _version: most tensors never need one)
         self._base = None
         self._views = None
         self._wrapped = False
@@ -124,6 +124,19 @@ class Tensor:
         if requires_grad:
             self.requires_grad_(True)
         return self
+
+    @property
+    def _version(self) -> VersionCounter:
+        """The version counter of this tensor's memory (shared by its aliases), made on
+        first use: a tensor no node saves and nothing changes in place never needs one."""
+        counter = self._counter
+        if counter is None:
+            counter = self._counter = VersionCounter()
+        return counter
+
+    @_version.setter
+    def _version(self, counter: VersionCounter) -> None:
+        self._counter = counter
 
     # -- metadata ---------------------------------------------------------------------------
     @property

@@ -494,7 +494,7 @@ class Op(Node):
                     )
                 values.append(storages[index])
                 tensors += (tensor,)
-                counter = tensor._version
+                counter = tensor._counter or tensor._version  # (the property makes one)
             counters += (counter,)
             versions += (counter.value,)
         return SavedValues(
