@@ -65,3 +65,16 @@ def test_lifted_numbers_are_reused_and_their_values_exact(device) -> None:
     wide = pl.tensor([1.0], dtype=pl.float64, device=device)
     assert wrapping.lift("mul", "b", 3.25, wide) is not first  # another dtype: another number
     np.testing.assert_array_equal((x * 3.25).numpy(), np.array([3.25, 6.5], np.float32))
+
+
+def test_broadcast_shapes_equal_shapes_and_numpy_cases():
+    """Equal shapes return at once (without np.broadcast_shapes); the rest as NumPy's."""
+    from pylucid.ops.base import broadcast_shapes
+
+    assert broadcast_shapes("op") == ()
+    assert broadcast_shapes("op", (2, 3)) == (2, 3)
+    assert broadcast_shapes("op", (), ()) == ()
+    assert broadcast_shapes("op", [2, 3], (2, 3)) == (2, 3)
+    assert broadcast_shapes("op", (2, 1), (1, 3), (2, 3)) == (2, 3)
+    with pytest.raises(ValueError, match=r"op: shapes \(2,\) and \(3,\) cannot be broadcast"):
+        broadcast_shapes("op", (2,), (3,))

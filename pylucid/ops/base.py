@@ -50,7 +50,7 @@ VARIADIC = -1
 
 def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
     """The NumPy broadcast of ``shapes``, or a ValueError naming ``op`` and the shapes."""
-    first = tuple(shapes[0])
+    first = tuple(shapes[0]) if shapes else ()
     for shape in shapes[1:]:  # (equal shapes, the common case, without NumPy's ~1 us)
         if tuple(shape) != first:
             break
