@@ -19,9 +19,15 @@ from pylucid.backends.base import Backend
 from pylucid.dtypes import DType, as_dtype, default_float
 from pylucid.graph import engine
 from pylucid.graph.grad_mode import is_grad_enabled, is_inference_mode_enabled
-from pylucid.graph.node import AccumulateGrad, Node, RemovableHandle
+from pylucid.graph.node import (
+    AccumulateGrad,
+    Node,
+    RemovableHandle,
+    VersionCounter,
+    current_version,
+)
 
-__all__ = ["Tensor", "VersionCounter"]
+__all__ = ["Tensor"]
 
 #: Serialises accumulation into leaf gradients: backward passes running in several threads
 #: may reach one leaf, and ``grad = grad + new`` is a read-modify-write (PyTorch locks each
@@ -31,20 +37,6 @@ _ACCUMULATE_LOCK = threading.Lock()
 #: two from this length on, so a long-lived root (a parameter whose ``.T`` each step takes)
 #: keeps a list proportional to its live aliases.
 _PRUNE_FROM = 32
-
-
-class VersionCounter:
-    """How many in-place changes a tensor's memory has seen; shared by views of it, so a
-    node that saved any of them notices a change through another."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-    def bump(self) -> None:
-        """Record one in-place change."""
-        self.value += 1
 
 
 class Tensor:
@@ -245,7 +237,11 @@ class Tensor:
             )
         self._storage, self._backend = value._storage, value._backend
         self._dtype, self._shape = value._dtype, value._shape
-        self._version, self._views = VersionCounter(), None  # old views keep the old memory
+        # Old views keep the old memory and counter; the new counter goes on from the old
+        # count, so a node that saved this tensor (and reads its counter when it checks)
+        # sees no change until one is made in place.
+        self._version = VersionCounter(current_version(self))
+        self._views = None
 
     @property
     def grad(self) -> Tensor | None:

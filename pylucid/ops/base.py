@@ -224,6 +224,8 @@ class DispatchPlan:
 
 
 _STORAGE = operator.attrgetter("_storage")
+#: The ``needs_input_grad`` patterns, each one shared tuple (:meth:`Op._record`).
+_NEEDS: dict[tuple[bool, ...], tuple[bool, ...]] = {}
 
 #: The plans of :func:`dispatch_plan`, by call signature; emptied when it reaches
 #: :data:`PLAN_CACHE_SIZE` entries (a program's signatures are few; a loop over ever new
@@ -468,38 +470,36 @@ class Op(Node):
             else:
                 edges += (None,)
                 needs += (False,)
-        self.next_edges, self.needs_input_grad = edges, needs
+        # (one shared tuple per pattern: a node's own would be one more object for the
+        # cyclic collector to count, whose passes a program of tiny ops pays for)
+        self.next_edges, self.needs_input_grad = edges, _NEEDS.setdefault(needs, needs)
         if is_anomaly_enabled():  # where the op was called, for anomaly reports
             self.creation_site = creation_site()
 
     def _saved_values(
         self, inputs: Sequence[Tensor], storages: Sequence[Any], out: Any, result: Tensor
     ) -> SavedValues:
-        """What ``schema_v1.saved`` names, each with the version counter of its memory."""
+        """What ``schema_v1.saved`` names, each with what is watched for in-place changes
+        (:meth:`SavedValues.entry`, spelled out)."""
         if not self._saved_inputs:
             return NOTHING_SAVED
-        values, tensors, counters, versions = [], (), (), ()
+        entries = ()  # (grown in a loop: a comprehension costs a frame, per node)
         for name, index in self._saved_inputs:
-            if index is None:  # the result
-                values.append(out)
-                tensors += (None,)
+            if index is None:  # the result: watched through its counter (holding the
+                # result itself would make a cycle through its grad_fn)
                 counter = result._version
-            else:
-                tensor = inputs[index]
-                if tensor._is_inference:
-                    raise RuntimeError(
-                        f"{self.schema_v1.name}: {name} is an inference tensor (created "
-                        f"under inference_mode), which cannot be saved for backward; make it "
-                        f"with grad mode on, or clone it outside inference_mode"
-                    )
-                values.append(storages[index])
-                tensors += (tensor,)
-                counter = tensor._counter or tensor._version  # (the property makes one)
-            counters += (counter,)
-            versions += (counter.value,)
-        return SavedValues(
-            type(self).__name__, self.schema_v1.saved, values, tensors, counters, versions
-        )
+                entries += (out, None, counter, counter.value)
+                continue
+            tensor = inputs[index]
+            if tensor._is_inference:
+                raise RuntimeError(
+                    f"{self.schema_v1.name}: {name} is an inference tensor (created "
+                    f"under inference_mode), which cannot be saved for backward; make it "
+                    f"with grad mode on, or clone it outside inference_mode"
+                )
+            counter = tensor._counter  # (watched through the tensor: no counter is made)
+            entries += (storages[index], tensor, tensor, 0 if counter is None else counter.value)
+        return SavedValues(type(self).__name__, self.schema_v1.saved, entries)
 
     def saved_tensor(self, name: str) -> Tensor:
         """A saved value as a Tensor in the graph, in the compute dtype, for

@@ -55,10 +55,7 @@ class FunctionCtx(Node):
         self._saved = SavedValues(
             self.name,
             tuple(names),
-            [t._storage for t in tensors],
-            tensors,
-            tuple([t._version for t in tensors]),
-            tuple([t._version.value for t in tensors]),
+            tuple([e for t in tensors for e in SavedValues.entry(t._storage, t)]),
         )
 
     @property
