@@ -80,8 +80,8 @@ class SavedValues:
     700 net new container objects (a chain of tiny ops left 7.7 per op, and with the
     collector off its forward and backward took a fifth less): so the values are one flat
     tuple, four entries per name (:meth:`entry`), and an input is watched through its Tensor
-    - whose version counter is read at check time - rather than through a counter made for
-    the occasion (4.6 objects per op now).
+    (whose version counter is read at check time) rather than through a counter made for
+    the occasion: 4.6 objects per op now.
     """
 
     __slots__ = ("_owner", "_names", "_entries")
