@@ -1,6 +1,7 @@
-"""Kernels bound per dispatch plan (``DispatchPlan.run``, ``NumbaCore._bind``): the bound
-runner must give exactly what the general path (``dispatch``) gives, and hand every call it
-cannot take back to it; and the lazily made hook lists of leaf tensors."""
+"""Kernels bound per dispatch plan (``DispatchPlan.run``, ``Op.bind``, ``NumbaCore._bind``):
+the bound runner - of an elementwise op, a sum or mean over axes, softmax or log_softmax -
+must give exactly what the general path (``dispatch``) gives, and hand every call it cannot
+take back to it; and the lazily made hook lists of leaf tensors."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pylucid as pl
 from pylucid.kernels import log2_avx512
 from pylucid.ops.arithmetic import AddBackward, DivBackward, MulBackward, SubBackward
 from pylucid.ops.base import dispatch_plan
+from pylucid.ops.reduce import MeanBackward, SumBackward
+from pylucid.ops.softmax_family import LogSoftmaxBackward, SoftmaxBackward
 from pylucid.ops.unary import Log2Backward, NegBackward
 
 BINARY = [AddBackward, SubBackward, MulBackward, DivBackward]
@@ -144,3 +147,80 @@ def test_tensors_share_no_hook_list():
     a.register_hook(lambda g: g * 2)
     (a * 1.0 + b * 1.0).sum().backward()
     assert a.grad.numpy().tolist() == [2.0] and b.grad.numpy().tolist() == [1.0]
+
+
+REDUCE_CASES = [
+    ((32, 10), (1,)), ((32, 10), (0,)), ((4, 10), (0, 1)), ((7,), (0,)),
+    ((2, 3, 4), (1, 2)), ((2, 3, 4), (0, 1)), ((1, 5), (1,)), ((5, 1), (0,)),
+]  # fmt: skip
+
+
+def _general_with(cls, x, **params):
+    plan = dispatch_plan(cls, (x,), params)
+    (storage,) = _storages(plan, (x,))
+    return cls.dispatch(plan.backend, storage, shape=plan.shape, dtype=plan.run_dtype, **params)
+
+
+@pytest.mark.parametrize("cls", [SumBackward, MeanBackward])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize(("shape", "axes"), REDUCE_CASES)
+def test_bound_sum_and_mean_match_general_path(cls, dtype, keepdims, shape, axes):
+    """A sum or mean over trailing or leading axes is bound (the compiled pairwise loops,
+    then the division for a mean): NumPy's ``add.reduce`` bits, as the general path's."""
+    x = pl.tensor((np.random.default_rng(4).standard_normal(shape) * 3).astype(dtype))
+    params = {"axes": axes, "keepdims": keepdims}
+    plan = dispatch_plan(cls, (x,), params)
+    bound_dtype = plan.run_dtype.numpy in (np.float32, np.float64)
+    assert (plan.run is not None) == bound_dtype  # (int64 sums in int64: NumPy's)
+    expected = _general_with(cls, x, **params)
+    for _ in range(3):
+        out = cls.apply(x, **params)._storage
+        assert out.shape == expected.shape and out.dtype == expected.dtype
+        assert out.tobytes() == expected.tobytes()
+    reference = np.add.reduce(x.numpy().astype(expected.dtype), axis=axes, keepdims=keepdims)
+    if cls is MeanBackward:
+        reference = reference / expected.dtype.type(math.prod(shape[i] for i in axes))
+    assert np.asarray(reference).tobytes() == expected.tobytes()
+
+
+def test_reductions_the_loops_do_not_take_are_not_bound():
+    x = pl.tensor(np.ones((2, 3, 4), np.float32))
+    assert dispatch_plan(SumBackward, (x,), {"axes": (1,), "keepdims": False}).run is None
+    long_rows = pl.tensor(np.ones((2, 100), np.float32))  # (NumPy's SIMD loop sums these)
+    assert dispatch_plan(SumBackward, (long_rows,), {"axes": (1,), "keepdims": False}).run is None
+    half = pl.tensor(np.ones((2, 3), np.float32)).to(pl.float16)
+    assert dispatch_plan(MeanBackward, (half,), {"axes": (1,), "keepdims": False}).run is None
+    empty = pl.tensor(np.ones((0, 3), np.float32))
+    assert dispatch_plan(SumBackward, (empty,), {"axes": (1,), "keepdims": False}).run is None
+
+
+def test_bound_reduction_hands_views_to_the_general_path():
+    base = np.arange(24.0, dtype=np.float32).reshape(4, 6)
+    view = pl.tensor(base)[:, ::2]  # (4, 3), not C-contiguous: the same plan as a copy's
+    plan = dispatch_plan(SumBackward, (view,), {"axes": (1,), "keepdims": False})
+    assert plan.run is not None and plan.run(view._storage) is None
+    np.testing.assert_array_equal(view.sum(axis=1).numpy(), base[:, ::2].sum(axis=1))
+    np.testing.assert_array_equal(view.mean(axis=1).numpy(), base[:, ::2].mean(axis=1))
+
+
+@pytest.mark.parametrize("cls", [SoftmaxBackward, LogSoftmaxBackward])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "axes", "bound"), [
+    ((32, 10), (1,), True), ((7,), (0,), True), ((2, 3, 4), (2,), True), ((4, 5, 1), (1,), True),
+    ((300, 300), (1,), True), ((32, 10), (0,), False), ((), (), False)])  # fmt: skip
+def test_bound_softmax_family_matches_general_path(cls, dtype, shape, axes, bound):
+    """softmax and log_softmax along the last axis (or one followed by size-1 axes) are
+    bound - serial or, at (300, 300), the parallel loop -; along another axis the column
+    kernel of the general path runs."""
+    x = pl.tensor((np.random.default_rng(5).standard_normal(shape) * 4).astype(dtype))
+    plan = dispatch_plan(cls, (x,), {"axes": axes})
+    assert (plan.run is not None) == bound
+    expected = _general_with(cls, x, axes=axes)
+    for _ in range(3):
+        out = cls.apply(x, axes=axes)._storage
+        assert out.shape == expected.shape and out.tobytes() == expected.tobytes()
+    if bound:
+        transposed = pl.tensor(np.ascontiguousarray(x.numpy().T)).T if x.ndim == 2 else None
+        if transposed is not None and transposed.shape == x.shape:
+            assert plan.run(transposed._storage) is None

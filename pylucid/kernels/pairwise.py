@@ -59,19 +59,18 @@ def _pairwise(a, start, n, zero):  # noqa: ANN001, ANN202
 @njit(**_JIT)
 def sum_rows(a, n, zero, out):  # noqa: ANN001, ANN201
     """``out[r] = 0 + pairwise(a[r * n:(r + 1) * n])`` for the flat C-contiguous ``a`` of
-    ``out.size`` rows of ``n``: ``np.add.reduce`` over a C array's trailing axes."""
+    ``out.size`` rows of ``n``: ``np.add.reduce`` over a C array's trailing axes. Returns
+    nothing: boxing a returned array costs a call ~0.7 us (a third of a 320-element sum)."""
     for r in range(out.size):
         out[r] = zero + _pairwise(a, r * n, n, zero)
-    return out
 
 
 @njit(**_JIT)
 def sum_columns(a, zero, out):  # noqa: ANN001, ANN201
     """``out[j] = ((0 + a[0, j]) + a[1, j]) + ...`` for the 2-d C-contiguous ``a``:
-    ``np.add.reduce`` over a C array's leading axes."""
+    ``np.add.reduce`` over a C array's leading axes. Returns nothing, as ``sum_rows``."""
     for j in range(out.size):
         out[j] = zero
     for i in range(a.shape[0]):
         for j in range(out.size):
             out[j] += a[i, j]
-    return out

@@ -15,7 +15,7 @@ to its input's dtype, so no ``grad_formula`` has to. An op declaring
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,6 +37,7 @@ __all__ = [
     "UnaryOp",
     "BinaryOp",
     "ReduceOp",
+    "bound_primitive",
     "broadcast_shapes",
     "dispatch_plan",
     "sum_to",
@@ -83,6 +84,23 @@ def sum_to_tensor(grad: Tensor, shape: Shape) -> Tensor:
     if axes:
         grad = grad.sum(axis=axes)
     return grad.reshape(shape)
+
+
+def bound_primitive(
+    backend: Backend,
+    primitive: str | None,
+    input_shapes: Sequence[Shape],
+    input_dtypes: Sequence[DType],
+    shape: Shape,
+    dtype: DType,
+    params: dict[str, Any],
+) -> Callable[..., Any] | None:
+    """``backend``'s runner of ``primitive`` bound to one signature (``backend._bind``, an
+    optional fast path of a backend), or None where the backend binds nothing."""
+    bind = getattr(backend, "_bind", None)
+    if primitive is None or bind is None:
+        return None
+    return bind(primitive, input_shapes, input_dtypes, shape, dtype, **params)
 
 
 def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> Backend:
@@ -148,10 +166,11 @@ class DispatchPlan:
         Every input has the output's shape and the compute dtype, so a gradient needs no
         sum over broadcast dimensions and no cast (the backward's common case).
     run : callable or None
-        For an op declaring its :attr:`Op.primitive`, the backend's runner of that
-        primitive bound to this signature (``backend._bind``): called with the storages, it
-        returns the output straight from the compiled loop, or None where a storage needs
-        the general path (``dispatch``). None where the backend binds nothing.
+        The op's forward bound to this signature (:meth:`Op.bind`; for an op declaring its
+        :attr:`Op.primitive`, the backend's runner of that primitive, ``backend._bind``):
+        called with the storages, it returns the output straight from the compiled loop, or
+        None where a storage needs the general path (``dispatch``). None where the backend
+        binds nothing, and for a plan made for one call (``bind=False``: binding compiles).
     """
 
     __slots__ = (
@@ -172,7 +191,9 @@ class DispatchPlan:
         "run",
     )
 
-    def __init__(self, cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any]) -> None:
+    def __init__(
+        self, cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any], bind: bool = True
+    ) -> None:
         schema = cls.schema_v1
         labels = cls.input_labels(len(inputs))
         backend = (
@@ -216,11 +237,9 @@ class DispatchPlan:
             [d is dtype for d in self.input_dtypes]
         )
         self.run = None
-        bind = getattr(backend, "_bind", None)  # (an optional fast path of a backend)
-        if cls.primitive is not None and bind is not None and not params:
-            if self.result_cast is None and not cls.returns_view:
-                cast = [d if c is None else c for d, c in zip(self.input_dtypes, casts)]
-                self.run = bind(cls.primitive, self.input_shapes, cast, self.shape, run_dtype)
+        if bind and self.result_cast is None and not cls.returns_view:
+            cast = tuple([d if c is None else c for d, c in zip(self.input_dtypes, casts)])
+            self.run = cls.bind(backend, self.input_shapes, cast, self.shape, run_dtype, params)
 
 
 _STORAGE = operator.attrgetter("_storage")
@@ -242,7 +261,16 @@ _PLAIN_PARAMS = (int, float, bool, str, type(None), DType)
 _BACKEND_TYPES: dict[type, bool] = {}
 
 
+#: The exact types of :data:`_PLAIN_PARAMS` values, tested first (a set lookup).
+_PLAIN_TYPES = frozenset({int, float, bool, str, type(None)})
+
+
 def _plain(value: Any) -> bool:
+    if type(value) is tuple:
+        for v in value:  # (a loop: axes are tuples of ints, and a comprehension a frame)
+            if type(v) is not int and not _plain(v):
+                return False
+        return True
     if isinstance(value, tuple):
         return all([_plain(v) for v in value])
     if isinstance(value, _PLAIN_PARAMS):
@@ -276,9 +304,10 @@ def dispatch_plan(cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any
             key += (t._backend, t._dtype, t._shape, t._wrapped)
     if params:
         for name, value in params.items():
-            if not _plain(value):
-                return DispatchPlan(cls, inputs, params)
-            key += (name, type(value), value)
+            kind = type(value)
+            if kind not in _PLAIN_TYPES and not _plain(value):
+                return DispatchPlan(cls, inputs, params, bind=False)
+            key += (name, kind, value)
     plan = _PLANS.get(key)
     if plan is None:
         plan = DispatchPlan(cls, inputs, params)
@@ -324,9 +353,10 @@ class Op(Node):
     #: float32), and with a half result they take part at float32 precision, the result
     #: rounded once (``float16(0.853) * 70000.0`` is 59712, not inf).
     weak_scalars: ClassVar[bool] = False
-    #: The backend primitive that ``dispatch`` calls, as ``primitive(*storages, shape,
-    #: dtype)``, and nothing else: a backend may then bind it to a plan
-    #: (:attr:`DispatchPlan.run`). None for the other ops.
+    #: The backend primitive that ``dispatch`` calls, and nothing else: with the storages,
+    #: the op's parameters and the dtype (an elementwise one as ``primitive(*storages,
+    #: shape, dtype)``). A backend may then bind it to a plan (:meth:`bind`,
+    #: :attr:`DispatchPlan.run`). None for the other ops.
     primitive: ClassVar[str | None] = None
     #: ``schema_v1.saved`` as (name, input index, or None for the result), for recording.
     _saved_inputs: ClassVar[tuple[tuple[str, int | None], ...]] = ()
@@ -370,6 +400,24 @@ class Op(Node):
     def grad_formula(self, g: Any) -> tuple[Any, ...]:
         """Gradients of the inputs (storage or None each) from the output gradient ``g``."""
         raise NotImplementedError(f"{self.name} has no gradient")
+
+    @classmethod
+    def bind(
+        cls,
+        backend: Backend,
+        input_shapes: tuple[Shape, ...],
+        input_dtypes: tuple[DType, ...],
+        shape: Shape,
+        dtype: DType,
+        params: dict[str, Any],
+    ) -> Callable[..., Any] | None:
+        """The forward bound to one call signature (:attr:`DispatchPlan.run`), or None: a
+        runner called with the storages (of ``input_dtypes``, as cast) that returns what
+        ``dispatch`` returns, bit for bit, or None where a storage needs ``dispatch``.
+        This one binds :attr:`primitive` (:func:`bound_primitive`)."""
+        return bound_primitive(
+            backend, cls.primitive, input_shapes, input_dtypes, shape, dtype, params
+        )
 
     @classmethod
     def output_shape(cls, shapes: Sequence[Shape], **params: Any) -> Shape:

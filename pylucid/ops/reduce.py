@@ -30,7 +30,7 @@ import numpy as np
 
 from pylucid.backends.base import Axes, Backend, Shape
 from pylucid.dtypes import DType, int64
-from pylucid.ops.base import Op, ReduceOp
+from pylucid.ops.base import Op, ReduceOp, bound_primitive
 from pylucid.ops.binary import where
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.shape import concatenate
@@ -102,6 +102,7 @@ class SumBackward(_AccumulatingOp):
     """
 
     schema_v1 = OpSchema(name="sum", amp_policy=AmpPolicy.FORCE_FP32)
+    primitive = "sum"
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be = self.backend
@@ -129,6 +130,31 @@ class MeanBackward(ReduceOp):
     ) -> Any:
         count = math.prod(be.shape(a)[i] for i in axes)
         return be.div(be.sum(a, axes, keepdims, dtype), count, shape, dtype)
+
+    @classmethod
+    def bind(
+        cls,
+        backend: Backend,
+        input_shapes: tuple[Shape, ...],
+        input_dtypes: tuple[DType, ...],
+        shape: Shape,
+        dtype: DType,
+        params: dict[str, Any],
+    ) -> Callable[[Any], Any] | None:
+        """``dispatch`` from the backend's bound ``sum`` and ``div``: the sum's runner, then
+        the division by the count, a one-element storage of ``dtype`` (the scalar the
+        general path's ``div`` makes of the Python int)."""
+        total = bound_primitive(backend, "sum", input_shapes, input_dtypes, shape, dtype, params)
+        divide = bound_primitive(backend, "div", (shape, ()), (dtype, dtype), shape, dtype, {})
+        if total is None or divide is None:
+            return None
+        count = backend.full((), math.prod(input_shapes[0][i] for i in params["axes"]), dtype)
+
+        def run_mean(a: Any) -> Any:
+            summed = total(a)
+            return None if summed is None else divide(summed, count)
+
+        return run_mean
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be = self.backend

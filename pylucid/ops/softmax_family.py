@@ -88,6 +88,7 @@ class SoftmaxBackward(UnaryOp):
     schema_v1 = OpSchema(
         name="softmax", amp_policy=AmpPolicy.FORCE_FP32, saved=("result",), real_valued=True
     )
+    primitive = "softmax"
 
     @staticmethod
     def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, axes: Axes) -> Any:
@@ -115,6 +116,7 @@ class LogSoftmaxBackward(UnaryOp):
     schema_v1 = OpSchema(
         name="log_softmax", amp_policy=AmpPolicy.FORCE_FP32, saved=("result",), real_valued=True
     )
+    primitive = "log_softmax"
 
     @staticmethod
     def dispatch(be: Backend, a: Any, shape: Shape, dtype: DType, axes: Axes) -> Any:

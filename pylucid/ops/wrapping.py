@@ -194,7 +194,27 @@ def unary_wrapper(op_class: type[Op]) -> Callable[[Tensor], Tensor]:
     return tensor_method(wrapper)
 
 
+#: (axis, ndim) -> the normalised axes, for an int axis or None (a program's few calls):
+#: bounded by the valid pairs, since only those are stored.
+_AXES: dict[tuple[int | None, int], tuple[int, ...]] = {}
+
+
 def normalize_axes(
+    op: str, x: Tensor, axis: int | Sequence[int] | None, dim: int | Sequence[int] | None
+) -> tuple[int, ...]:
+    """``axis`` (or its alias ``dim``: None, an int or a sequence of ints) as a sorted tuple
+    of non-negative axes of ``x``; a TypeError or ValueError naming ``op`` for anything
+    else, an axis out of range or a repeated one."""
+    if dim is None and (axis is None or type(axis) is int):  # (exactly int: not a bool)
+        key = (axis, len(x._shape))
+        axes = _AXES.get(key)
+        if axes is None:
+            axes = _AXES[key] = _normalized_axes(op, x, axis, dim)
+        return axes
+    return _normalized_axes(op, x, axis, dim)
+
+
+def _normalized_axes(
     op: str, x: Tensor, axis: int | Sequence[int] | None, dim: int | Sequence[int] | None
 ) -> tuple[int, ...]:
     if dim is not None:

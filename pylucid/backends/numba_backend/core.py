@@ -11,9 +11,10 @@ of it is made.
 
 from __future__ import annotations
 
-import math
+import functools
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -21,11 +22,11 @@ import numpy as np
 from pylucid import memory
 from pylucid.backends.base import Axes, Shape
 from pylucid.backends.half import handles_halves
-from pylucid.backends.numba_backend.runners import bound_loop, direct
+from pylucid.backends.numba_backend.runners import bindable, bound_loop, direct
+from pylucid.backends.numba_backend.sums import bound_sum, compiled_sum
 from pylucid.dtypes import DType, as_dtype, float32
-from pylucid.kernels import pairwise, scalar
+from pylucid.kernels import scalar
 from pylucid.kernels.half import half_dtype_code
-from pylucid.kernels.jit import entry_point
 from pylucid.kernels.log2_avx512 import Log2Kernel
 from pylucid.kernels.loops import PARALLEL_THRESHOLD, ElementwiseKernel, elementwise
 
@@ -102,71 +103,13 @@ def _transposed(a: object) -> object:
 
 def elementwise_primitive(kernel: ElementwiseKernel | Log2Kernel):
     """Decorator of a primitive that is ``self._nary(kernel, operands, shape, dtype)`` and
-    nothing else: marks it as computing halves itself (:func:`handles_halves`) and names its
-    kernel, so that :meth:`NumbaCore._bind` can bind the kernel to a plan."""
+    nothing else: marks it as computing halves itself (:func:`handles_halves`) and as bound
+    to plans by :func:`bound_loop` of its kernel (:func:`bindable`)."""
 
     def mark(primitive):  # noqa: ANN001, ANN202
-        primitive.elementwise_kernel = kernel
-        return handles_halves(primitive)
+        return handles_halves(bindable(functools.partial(bound_loop, kernel))(primitive))
 
     return mark
-
-
-#: Rows up to this length are summed by :func:`pairwise.sum_rows` (a row's loop call in
-#: NumPy costs more than its additions); longer ones by NumPy, whose block loop is SIMD:
-#: (1797, 10) float64 rows 11 us against 33, (1000, 128) 42 against 35 (Sapphire Rapids).
-_COMPILED_ROW_SUM = 64
-
-
-#: (shape, axes, keepdims, dtype) -> how :func:`_compiled_sum` sums it (whether by rows, the
-#: loop's entry point, the reduced and kept counts, a zero of the dtype, the result's shape),
-#: or None where NumPy does; emptied at :data:`SUM_PLAN_CACHE_SIZE` entries.
-_SUM_PLANS: dict[tuple, tuple | None] = {}
-SUM_PLAN_CACHE_SIZE = 4096
-
-
-def _sum_plan(shape: Shape, axes: Axes, keepdims: bool, dtype: np.dtype) -> tuple | None:
-    ndim, count = len(shape), len(axes)
-    reduced = math.prod([shape[i] for i in axes])
-    kept = math.prod(shape) // reduced if reduced else 0
-    result = tuple(1 if i in axes else n for i, n in enumerate(shape) if keepdims or i not in axes)
-    if not count or not reduced or not kept:
-        return None
-    zero, vector = dtype.type(0), np.empty(1, dtype)
-    if axes == tuple(range(ndim - count, ndim)) or kept == 1:  # rows (one, for kept == 1)
-        if reduced > _COMPILED_ROW_SUM:
-            return None
-        loop = entry_point(pairwise.sum_rows, (vector, reduced, zero, vector))
-        return True, loop, reduced, kept, zero, result
-    if axes == tuple(range(count)):  # leading axes: the rows are added one by one
-        loop = entry_point(pairwise.sum_columns, (vector.reshape(1, 1), zero, vector))
-        return False, loop, reduced, kept, zero, result
-    return None
-
-
-def _compiled_sum(a: np.ndarray, axes: Axes, keepdims: bool, dtype: np.dtype) -> np.ndarray | None:
-    """``np.add.reduce(a, axes, dtype, keepdims=keepdims)`` from the compiled loops of
-    :mod:`pylucid.kernels.pairwise`, bit for bit, or None where they do not take it: other
-    dtypes than float32/float64 (or than ``a``'s), layouts other than C-contiguous and
-    writeable, no elements, axes that are neither the leading nor the trailing ones, and
-    trailing rows longer than :data:`_COMPILED_ROW_SUM`."""
-    if a.dtype is not dtype or (dtype is not _FLOAT32 and dtype is not _FLOAT64):
-        return None
-    key = (a.shape, axes, keepdims, dtype)
-    plan = _SUM_PLANS.get(key, False)
-    if plan is False:
-        if len(_SUM_PLANS) >= SUM_PLAN_CACHE_SIZE:
-            _SUM_PLANS.clear()
-        plan = _SUM_PLANS[key] = _sum_plan(a.shape, axes, keepdims, dtype)
-    if plan is None or not a.flags.carray:
-        return None
-    rows, loop, reduced, kept, zero, result = plan  # (loops called at their entry points)
-    out = np.empty(kept, dtype)
-    if rows:
-        loop(a.reshape(-1), reduced, zero, out)
-    else:
-        loop(a.reshape(reduced, kept), zero, out)
-    return out if len(result) == 1 else out.reshape(result)
 
 
 class NumbaCore:
@@ -264,19 +207,23 @@ class NumbaCore:
         input_dtypes: Sequence[DType],
         shape: Shape,
         dtype: DType,
+        **params: Any,
     ) -> Callable[..., np.ndarray | None] | None:
-        """A runner of ``primitive`` (called as ``primitive(*storages, shape, dtype)``) for
-        inputs of ``input_shapes`` and ``input_dtypes``, straight to its compiled loop: it
-        returns the output, or None where a storage's layout needs the general path. None
-        where the primitive is not one :func:`elementwise_primitive` marks, or the signature
-        needs the general path (see :func:`~pylucid.backends.numba_backend.runners.bound_loop`).
+        """A runner of ``primitive`` for inputs of ``input_shapes`` and ``input_dtypes``, an
+        output of ``shape`` computed in ``dtype`` and the op's ``params``, straight to its
+        compiled loop: called with the storages, it returns the output, or None where a
+        storage's layout needs the general path. None where the primitive is not marked
+        :func:`bindable` (or :func:`elementwise_primitive`), or the signature needs the
+        general path (see :func:`~pylucid.backends.numba_backend.runners.bound_loop`,
+        :func:`~pylucid.backends.numba_backend.sums.bound_sum`,
+        :func:`~pylucid.backends.numba_backend.runners.bound_rows`).
 
         An optional fast path outside the backend protocol (private, so a backend without
         it binds nothing): :class:`~pylucid.ops.base.DispatchPlan` asks for it."""
-        kernel = getattr(getattr(type(self), primitive, None), "elementwise_kernel", None)
-        if kernel is None:
+        binder = getattr(getattr(type(self), primitive, None), "binder", None)
+        if binder is None:
             return None
-        return bound_loop(kernel, input_shapes, input_dtypes, shape, dtype)
+        return binder(input_shapes, input_dtypes, shape, dtype, **params)
 
     def _unary(self, kernel, a, shape, dtype):
         return self._nary(kernel, (a,), shape, dtype)
@@ -337,11 +284,12 @@ class NumbaCore:
         return self._nary(_POW_SCALAR_GRAD, (x, g), shape, dtype, exponent)
 
     # -- reductions and shape ---------------------------------------------------------------
+    @bindable(bound_sum)
     def sum(self, a: np.ndarray, axes: Axes, keepdims: bool, dtype: DType) -> np.ndarray:
         # NumPy's pairwise summation: error O(log n) ulp rather than O(n) for a plain loop.
         # Overflow to inf is the IEEE answer, not a warning. Short rows and leading axes
         # are summed by compiled loops in NumPy's order (its bits); the rest by NumPy.
-        out = _compiled_sum(a, axes, keepdims, dtype.numpy)
+        out = compiled_sum(a, axes, keepdims, dtype.numpy)
         if out is not None:
             return out
         # (np.add.reduce is what np.sum calls for arrays, without its Python wrapper: ~2 us.)

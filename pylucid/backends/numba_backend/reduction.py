@@ -11,12 +11,14 @@ slabs instead, so that they never transpose."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from pylucid import memory
 from pylucid.backends.base import Axes, Shape
+from pylucid.backends.numba_backend.runners import bindable, bound_rows
 from pylucid.backends.ordering import stable_argsort
 from pylucid.dtypes import DType
 from pylucid.kernels import losses, scan
@@ -184,9 +186,11 @@ class NumbaReduction:
         )
         return _unrows(out, x.shape, axes)
 
+    @bindable(functools.partial(bound_rows, _SOFTMAX))
     def softmax(self, a: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
         return self._along(_SOFTMAX, _SOFTMAX_COLS, (a,), axes, dtype)
 
+    @bindable(functools.partial(bound_rows, _LOG_SOFTMAX))
     def log_softmax(self, a: np.ndarray, axes: Axes, dtype: DType) -> np.ndarray:
         return self._along(_LOG_SOFTMAX, _LOG_SOFTMAX_COLS, (a,), axes, dtype)
 

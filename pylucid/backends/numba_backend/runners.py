@@ -9,7 +9,11 @@ call signature ahead and calls the entry point of the loop's compiled overload:
 - :func:`bound_loop`: bound to a :class:`~pylucid.ops.base.DispatchPlan` (a forward op's
   input shapes and dtypes are known when it is planned), through ``NumbaCore._bind``;
 - :func:`direct`: made per (kernel, shape, dtype) on first use, for the calls no plan
-  binds: grad formulas' primitives, primitives with scalar parameters, every ``_nary``.
+  binds: grad formulas' primitives, primitives with scalar parameters, every ``_nary``;
+- :func:`bound_rows`: a softmax-family row kernel bound to a plan (``axes=`` is part of it),
+  as :func:`~pylucid.backends.numba_backend.sums.bound_sum` binds a sum.
+
+A primitive is bound through the binder that :func:`bindable` attaches to it.
 
 Either returns None where a storage needs the general path (a view, a broadcast, a half
 dtype); where it runs, its output is the general path's, bit for bit (the same loop).
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numba
 import numpy as np
@@ -30,8 +35,23 @@ from pylucid.kernels import log2_avx512
 from pylucid.kernels.jit import entry_point
 from pylucid.kernels.log2_avx512 import Log2Kernel
 from pylucid.kernels.loops import ElementwiseKernel
+from pylucid.kernels.reduction import PARALLEL_THRESHOLD_ROWS, RowKernel
 
-__all__ = ["DIRECT_CACHE_SIZE", "bound_loop", "direct"]
+__all__ = ["DIRECT_CACHE_SIZE", "bindable", "bound_loop", "bound_rows", "direct"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def bindable(binder: Callable[..., Callable[..., np.ndarray | None] | None]) -> Callable[[F], F]:
+    """Decorator: ``NumbaCore._bind`` binds the primitive to a plan by calling
+    ``binder(input_shapes, input_dtypes, shape, dtype, **params)``, which returns a runner
+    taking the storages (the output, or None where the general path must run) or None."""
+
+    def mark(primitive: F) -> F:
+        primitive.binder = binder  # type: ignore[attr-defined]
+        return primitive
+
+    return mark
 
 
 def bound_loop(
@@ -142,6 +162,48 @@ def bound_loop(
         return out
 
     return run
+
+
+def bound_rows(
+    kernel: RowKernel,
+    input_shapes: Sequence[Shape],
+    input_dtypes: Sequence[DType],
+    shape: Shape,
+    dtype: DType,
+    *,
+    axes: tuple[int, ...],
+) -> Callable[[np.ndarray], np.ndarray | None] | None:
+    """The runner of a softmax-family forward (``kernel`` along the one axis in ``axes``)
+    for an input of ``input_shapes[0]`` and ``input_dtypes[0]``: the kernel's loop on the
+    ``(rows, n)`` view of the input, as the general path (``NumbaReduction._along``) runs it
+    when the axis is the last one. None where that path does something else: an axis with
+    larger axes after it (its column kernel), no axis (0-d), half dtypes, an input of
+    another dtype, no elements. The runner returns None for a storage of another dtype or
+    not C-contiguous, aligned and writeable (``flags.carray``)."""
+    (input_dtype,) = input_dtypes
+    numpy_dtype = dtype.numpy
+    count = math.prod(shape)
+    if dtype.is_half or input_dtype is not dtype or not axes or count == 0:
+        return None
+    if math.prod(shape[axes[0] + 1 :]) > 1:
+        return None
+    n = shape[axes[0]]
+    rows = count // n
+    if count >= PARALLEL_THRESHOLD_ROWS and rows > 1:  # (as RowKernel.__call__ chooses)
+        call = kernel._parallel
+    else:
+        block = np.empty((1, 1), numpy_dtype)
+        call = entry_point(kernel._serial, (block, block))
+    allocate = np.empty if count < memory._SMALL_COUNT else memory.empty
+
+    def run_rows(a: np.ndarray) -> np.ndarray | None:
+        if a.dtype is not numpy_dtype or not a.flags.carray:
+            return None
+        out = allocate(shape, numpy_dtype)
+        call(a.reshape(rows, n), out.reshape(rows, n))
+        return out
+
+    return run_rows
 
 
 def _periodic_operand(
