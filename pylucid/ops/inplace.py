@@ -37,9 +37,9 @@ __all__ = ["add_", "copy_", "div_", "mul_", "pow_", "sub_", "zero_"]
 
 
 def _check(op: str, x: Tensor) -> None:
-    if is_grad_enabled() and x.requires_grad:
+    if x._requires_grad and is_grad_enabled():
         base = x if x._base is None or x._grad_depth <= 0 else x._grad_base
-        if base.is_leaf and base.requires_grad:
+        if base.grad_fn is None and base._requires_grad:
             what = "a leaf tensor" if base is x else "a view of a leaf tensor"
             raise RuntimeError(
                 f"{op}: x is {what} that requires grad (shape {base.shape}); an in-place "
@@ -72,33 +72,35 @@ def _commit(op: str, x: Tensor, compute: Callable[[], Tensor]) -> Tensor:
     and give ``x`` (or its base) the history; return ``x``."""
     _check(op, x)
     result = compute()
-    if result.shape != x.shape:
+    shape, dtype = x._shape, x._dtype  # (the private fields: this runs for every update)
+    if result._shape != shape:
         raise ValueError(
-            f"{op}: the result has shape {result.shape}, but the tensor has shape {x.shape}; "
+            f"{op}: the result has shape {result.shape}, but the tensor has shape {shape}; "
             f"an in-place op cannot change the shape (the other operand broadcasts larger)"
         )
-    if result.dtype.category > x.dtype.category:
+    if result._dtype is not dtype and result._dtype.category > dtype.category:
         raise TypeError(
             f"{op}: the result is {result.dtype.name}, which cannot be stored in place into a "
-            f"{x.dtype.name} tensor (PyTorch's rule: floats do not go into integer tensors, "
+            f"{dtype.name} tensor (PyTorch's rule: floats do not go into integer tensors, "
             f"numbers into bool ones); convert x first, e.g. x.to(pylucid.float32)"
         )
     node = result.grad_fn
     if node is not None and x._base is not None and x._grad_depth < 0:
         raise RuntimeError(
-            f"{op}: x (shape {x.shape}) is a view made under no_grad, and this in-place change "
+            f"{op}: x (shape {shape}) is a view made under no_grad, and this in-place change "
             f"in grad mode would have a gradient: whether the base should take it is "
             f"ambiguous. Make the view and the change both inside no_grad, or both outside"
         )
-    if result.dtype is not x.dtype:
-        result = result.to(x.dtype)
+    if result._dtype is not dtype:
+        result = result.to(dtype)
         node = result.grad_fn
-    holders = _holders(node, x) if node is not None else []
-    if holders:  # the twin's gradient needs x's old values: give it a private copy
-        snapshot = Tensor._make(x._backend.clone(x._storage), x._backend, x.dtype)
-        snapshot.grad_fn, snapshot._requires_grad = x.grad_fn, x.requires_grad
-        for saved in holders:
-            saved.rebind(x, snapshot)
+    if node is not None:
+        holders = _holders(node, x)
+        if holders:  # the twin's gradient needs x's old values: give it a private copy
+            snapshot = Tensor._make(x._backend.clone(x._storage), x._backend, dtype)
+            snapshot.grad_fn, snapshot._requires_grad = x.grad_fn, x._requires_grad
+            for saved in holders:
+                saved.rebind(x, snapshot)
     views.write(x, result._storage)
     x._version.bump()
     if node is not None:

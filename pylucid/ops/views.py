@@ -98,7 +98,7 @@ def rebind(tensor: Tensor, storage: Any) -> None:
 def write(tensor: Tensor, storage: Any) -> None:
     """Put ``storage`` (of ``tensor``'s shape and dtype) into ``tensor``'s memory, so that
     every alias of that memory sees the new values (none, if it is empty)."""
-    if tensor.numel() == 0:
+    if not math.prod(tensor._shape):
         return
     stored = tensor._backend.write(tensor._storage, storage)
     if stored is not tensor._storage:  # immutable arrays: the root takes new ones
@@ -109,7 +109,7 @@ def check_writable(op: str, x: Tensor) -> None:
     """Refuse, before anything changes, an in-place op on memory that cannot take it: a
     read-only array, or a view several of whose elements are one element in memory. An
     empty tensor takes any in-place op: nothing is written."""
-    if x.numel() == 0:
+    if not math.prod(x._shape):
         return
     if x._base is not None:
         shape = x._base._shape
