@@ -55,6 +55,7 @@ class MatmulBackward(BinaryOp):
     schema_v1 = OpSchema(
         name="matmul", amp_policy=AmpPolicy.PROMOTE, input_arity=2, saved=("a", "b")
     )
+    primitive = "matmul"
 
     @classmethod
     def output_shape(cls, shapes: Sequence[Shape], **params: Any) -> Shape:
