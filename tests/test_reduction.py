@@ -8,6 +8,7 @@ non-contiguous inputs, and the parallel row kernels.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -550,3 +551,25 @@ def test_an_op_without_a_graph_formula_refuses_create_graph(device: str, monkeyp
     x = pl.tensor([1.0, 2.0], dtype=pl.float64, device=device, requires_grad=True)
     with pytest.raises(NotImplementedError, match="create_graph=True cannot differentiate"):
         pl.graph.grad(pl.logsumexp(x), [x], create_graph=True)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize(("shape", "axis"), [((32, 10), 1), ((32, 10), 0), ((4, 3, 5), None)])
+def test_sum_and_mean_gradients_are_arrays_of_their_own(device: str, op, shape, axis) -> None:
+    """The gradient spread back over the reduced elements (``broadcast_copy``) has every
+    element, not a stride-0 view: g, or g / n, at each element; on the numba backend a
+    C-contiguous array that owns its memory, so the ops it flows into take their
+    contiguous paths."""
+    x = pl.tensor(np.arange(math.prod(shape), dtype=np.float32).reshape(shape), device=device)
+    x.requires_grad_()
+    g_shape = tuple(n for i, n in enumerate(shape) if axis is not None and i != axis)
+    g = np.arange(1.0, 1.0 + math.prod(g_shape), dtype=np.float32).reshape(g_shape)
+    y = getattr(x, op)(axis=axis)
+    y.backward(pl.tensor(g, device=device), retain_graph=True)
+    count = x.numel() // max(1, math.prod(g_shape)) if axis is not None else x.numel()
+    spread = np.expand_dims(g, axis) if axis is not None else g
+    expected = np.broadcast_to(spread / np.float32(count) if op == "mean" else spread, shape)
+    np.testing.assert_array_equal(x.grad.numpy(), expected)
+    if device == "cpu":  # (the formula's own output: a leaf's .grad would be a copy anyway)
+        (spread_grad,) = y.grad_fn.grad_formula(pl.tensor(g)._storage)
+        assert spread_grad.flags.c_contiguous and 0 not in spread_grad.strides

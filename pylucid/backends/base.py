@@ -155,6 +155,11 @@ class Backend(Protocol):
     def broadcast_to(self, a: Storage, shape: Shape) -> Storage:
         """``a`` broadcast to ``shape`` (may be a read-only view)."""
 
+    def broadcast_copy(self, a: Storage, shape: Shape) -> Storage:
+        """``a`` broadcast to ``shape`` as storage of its own (C-ordered where the backend has
+        layouts): a gradient spread back over the elements a reduction took (``sum``,
+        ``mean``), which the ops downstream then read without a stride-0 view."""
+
     def reshape(self, a: Storage, shape: Shape) -> Storage:
         """``a`` with the same elements in ``shape`` (a view where possible)."""
 

@@ -223,7 +223,7 @@ class _Writer:
                     f"{self.at(dst, shape, {})} + "
                     f"{self._operand(src, shape, temporaries, dtype)}"
                 )
-            else:  # cast, clone
+            else:  # cast, clone, broadcast_copy (the operand read broadcast: see ``at``)
                 expression = self._operand(call.args[0].index, shape, temporaries, dtype)
             temporary = f"t{p.rank[out]}"
             self.body.append(f"{indent}{temporary} = {_cast(expression, dtype)}")

@@ -8,10 +8,11 @@ plan decides, per call, one of:
 - ``alias`` - the call returned its argument (a cast to the same dtype): nothing runs;
 - ``constant`` - ``full`` of a value nothing writes (lifted Python numbers, the seed of
   backward): computed once, inlined where it has one element;
-- ``loop`` - an elementwise primitive, a cast, a copy, a fill or an in-place accumulation:
-  a statement of a fused loop (:attr:`Step.group`); consecutive loops over one shape whose
-  operands are either computed at the same element by the group or come from outside it
-  share one loop nest, and a value nobody outside its group reads is never stored;
+- ``loop`` - an elementwise primitive, a cast, a copy (a broadcast one too), a fill or an
+  in-place accumulation: a statement of a fused loop (:attr:`Step.group`); consecutive
+  loops over one shape whose operands are either computed at the same element by the group
+  or come from outside it share one loop nest, and a value nobody outside its group reads
+  is never stored;
 - ``matmul`` (2-d float, BLAS through ``np.dot``), ``sum`` (float, accumulated in float64),
   ``update`` (a fused optimizer loop, its scalars read again at each replay),
   ``cross_entropy`` and its backward (the backend's loss loops), ``check`` (the targets'
@@ -46,6 +47,9 @@ __all__ = ["Plan", "Step", "owning_tensor", "plan"]
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _LOOP_DTYPES = (*_FLOATS, np.dtype(np.bool_), np.dtype(np.int32), np.dtype(np.int64))
 _VIEWS = ("reshape", "transpose", "broadcast_to")
+#: Primitives that copy their argument (converted, or broadcast to the output's shape):
+#: each a loop statement reading the argument at the output's element.
+_COPIES = ("cast", "clone", "broadcast_copy")
 
 
 @dataclass
@@ -194,7 +198,7 @@ def _kind(p: Plan, call: Call) -> tuple[str, int | None]:
         loop = call.elementwise
         if loop is not None and loop.compute in _LOOP_DTYPES and importable(loop.fn):
             return "loop", out
-        if call.name in ("cast", "clone") and _loopable_array(arrays[call.args[0].index]):
+        if call.name in _COPIES and _loopable_array(arrays[call.args[0].index]):
             return "loop", out
         if call.name == "full":  # written in place, or a step's output: filled each time
             return "loop", out

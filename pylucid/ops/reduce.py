@@ -106,7 +106,7 @@ class SumBackward(_AccumulatingOp):
 
     def grad_formula(self, g: Any) -> tuple[Any]:
         be = self.backend
-        return (be.broadcast_to(be.reshape(g, self._keepdims_shape()), self.input_shapes[0]),)
+        return (be.broadcast_copy(be.reshape(g, self._keepdims_shape()), self.input_shapes[0]),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         return (g.reshape(self._keepdims_shape()).broadcast_to(self.input_shapes[0]),)
@@ -160,7 +160,9 @@ class MeanBackward(ReduceOp):
         be = self.backend
         count = math.prod(self.input_shapes[0][i] for i in self.axes)
         scaled = be.div(g, count, self.shape, self.dtype)
-        return (be.broadcast_to(be.reshape(scaled, self._keepdims_shape()), self.input_shapes[0]),)
+        return (
+            be.broadcast_copy(be.reshape(scaled, self._keepdims_shape()), self.input_shapes[0]),
+        )
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         count = math.prod(self.input_shapes[0][i] for i in self.axes)

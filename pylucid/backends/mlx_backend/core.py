@@ -195,5 +195,9 @@ class MLXCore:
     def broadcast_to(self, a: Any, shape: Shape) -> Any:
         return self.mx.broadcast_to(a, shape, stream=self._stream(self.dtype(a)))
 
+    def broadcast_copy(self, a: Any, shape: Shape) -> Any:
+        # (MLX arrays are immutable and evaluated lazily: the broadcast is the copy)
+        return self.broadcast_to(a, shape)
+
     def reshape(self, a: Any, shape: Shape) -> Any:
         return self.mx.reshape(a, shape, stream=self._stream(self.dtype(a)))
