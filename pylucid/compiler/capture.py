@@ -251,6 +251,7 @@ class Recorder(Shadowing):
         if hasattr(backend, "_fused"):
             self._patch(backend, "_fused", self._recording_loop(backend._fused, fused=True))
         self._patch(backend, "_bind", lambda *args, **params: None)
+        self._patch(backend, "_bind_in_place", lambda *args: None)
         direct_loops = sys.modules.get("pylucid.backends.numba_backend.elementwise")
         if getattr(direct_loops, "direct", None) is not None:  # (loops called behind _nary)
             self._patch(direct_loops, "direct", lambda *args: None)

@@ -21,16 +21,27 @@ alias sees the new values, on both backends (:mod:`pylucid.ops.views`). Safety, 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from pylucid.dtypes import bool_
 from pylucid.graph.grad_mode import is_grad_enabled, is_inference_mode_enabled
 from pylucid.ops import views
-from pylucid.ops.arithmetic import add, div, mul, sub
+from pylucid.ops.arithmetic import (
+    AddBackward,
+    DivBackward,
+    MulBackward,
+    SubBackward,
+    add,
+    div,
+    mul,
+    sub,
+)
+from pylucid.ops.base import DispatchPlan, Op, dispatch_plan
 from pylucid.ops.binary import pow, where  # noqa: A004  (pylucid.pow, as torch.pow)
 from pylucid.ops.indexing import setitem
-from pylucid.ops.wrapping import TensorLike, dunder, is_number, tensor_method
+from pylucid.ops.wrapping import TensorLike, dunder, is_number, lift, tensor_method
 from pylucid.tensor import Tensor
 
 __all__ = ["add_", "copy_", "div_", "mul_", "pow_", "sub_", "zero_"]
@@ -67,10 +78,16 @@ def _holders(node: object, x: Tensor) -> list[object]:
     return holders
 
 
-def _commit(op: str, x: Tensor, compute: Callable[[], Tensor]) -> Tensor:
+def _commit(
+    op: str, x: Tensor, compute: Callable[[], Tensor], in_memory: Callable[[], bool] | None = None
+) -> Tensor:
     """Run ``compute`` (the out-of-place twin on ``x``), then make its result ``x``'s value
-    and give ``x`` (or its base) the history; return ``x``."""
+    and give ``x`` (or its base) the history; return ``x``. ``in_memory``, where given, may
+    do all of that itself, straight into ``x``'s memory (:func:`_into`): True if it did."""
     _check(op, x)
+    if in_memory is not None and in_memory():
+        x._version.bump()
+        return x
     result = compute()
     shape, dtype = x._shape, x._dtype  # (the private fields: this runs for every update)
     if result._shape != shape:
@@ -108,6 +125,57 @@ def _commit(op: str, x: Tensor, compute: Callable[[], Tensor]) -> Tensor:
     return x
 
 
+#: DispatchPlan of the out-of-place twin -> the backend's in-place runner for it, or None
+#: (``_bind_in_place``); emptied at :data:`IN_PLACE_CACHE_SIZE` entries.
+_IN_PLACE: dict[DispatchPlan, Callable[[Any, Any], bool] | None] = {}
+IN_PLACE_CACHE_SIZE = 4096
+
+
+def _in_place_runner(op_class: type[Op], plan: DispatchPlan) -> Callable[[Any, Any], bool] | None:
+    runner = _IN_PLACE.get(plan, _IN_PLACE)
+    if runner is _IN_PLACE:  # (the dict itself: not planned yet)
+        bind = getattr(plan.backend, "_bind_in_place", None)  # (an optional fast path)
+        (shape, other_shape), (dtype, other_dtype) = plan.input_shapes, plan.input_dtypes
+        runner = None if bind is None else bind(
+            op_class.primitive, shape, dtype, other_shape, other_dtype
+        )  # fmt: skip
+        if len(_IN_PLACE) >= IN_PLACE_CACHE_SIZE:
+            _IN_PLACE.clear()
+        _IN_PLACE[plan] = runner
+    return runner
+
+
+def _into(op_class: type[Op], x: Tensor, other: TensorLike) -> bool:
+    """``x = op_class(x, other)`` computed straight into ``x``'s memory by the backend's
+    in-place loop, where that is all :func:`_commit` would do - no node would be recorded,
+    ``x`` is not a view, the twin casts nothing and its result has ``x``'s shape and dtype -
+    and ``other`` is a number or a tensor whose memory is ``x``'s own or apart from it (one
+    overlapping ``x`` at an offset would be read after it is written). True if it ran;
+    False, with nothing changed, for the general path.
+
+    The same scalar function on the same elements as the twin's loop: the bits of
+    ``_commit``'s copy, without the new array, its copy into ``x`` and the result tensor."""
+    grad = is_grad_enabled()
+    if x._base is not None or (grad and x._requires_grad):
+        return False
+    if type(other) is not Tensor:
+        if not is_number(other):
+            return False
+        other = lift(op_class.schema_v1.name, "b", other, x)
+    elif grad and other._requires_grad:
+        return False
+    plan = dispatch_plan(op_class, (x, other), {})
+    if plan.casts_any or plan.shape != x._shape or plan.result_dtype is not x._dtype:
+        return False
+    runner = _in_place_runner(op_class, plan)
+    if runner is None:
+        return False
+    target, source = x._storage, other._storage
+    if source is not target and x._backend.aliases(source, target):
+        return False
+    return runner(target, source)
+
+
 def _operand(op: str, value: object) -> TensorLike:
     if isinstance(value, (list, tuple)):
         raise TypeError(
@@ -120,26 +188,30 @@ def _operand(op: str, value: object) -> TensorLike:
 @tensor_method
 def add_(x: Tensor, other: TensorLike) -> Tensor:
     """``x += other`` in place; see :func:`pylucid.add`."""
-    return _commit("add_", x, lambda: add(x, _operand("add_", other)))
+    operand = _operand("add_", other)
+    return _commit("add_", x, lambda: add(x, operand), lambda: _into(AddBackward, x, operand))
 
 
 @tensor_method
 def sub_(x: Tensor, other: TensorLike) -> Tensor:
     """``x -= other`` in place; see :func:`pylucid.sub`."""
-    return _commit("sub_", x, lambda: sub(x, _operand("sub_", other)))
+    operand = _operand("sub_", other)
+    return _commit("sub_", x, lambda: sub(x, operand), lambda: _into(SubBackward, x, operand))
 
 
 @tensor_method
 def mul_(x: Tensor, other: TensorLike) -> Tensor:
     """``x *= other`` in place; see :func:`pylucid.mul`."""
-    return _commit("mul_", x, lambda: mul(x, _operand("mul_", other)))
+    operand = _operand("mul_", other)
+    return _commit("mul_", x, lambda: mul(x, operand), lambda: _into(MulBackward, x, operand))
 
 
 @tensor_method
 def div_(x: Tensor, other: TensorLike) -> Tensor:
     """``x /= other`` in place (true division; integer tensors refuse it); see
     :func:`pylucid.div`."""
-    return _commit("div_", x, lambda: div(x, _operand("div_", other)))
+    operand = _operand("div_", other)
+    return _commit("div_", x, lambda: div(x, operand), lambda: _into(DivBackward, x, operand))
 
 
 @tensor_method

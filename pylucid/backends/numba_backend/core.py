@@ -22,7 +22,12 @@ import numpy as np
 from pylucid import memory
 from pylucid.backends.base import Axes, Shape
 from pylucid.backends.half import handles_halves
-from pylucid.backends.numba_backend.runners import bindable, bound_loop, direct
+from pylucid.backends.numba_backend.runners import (
+    bindable,
+    bound_in_place,
+    bound_loop,
+    direct,
+)
 from pylucid.backends.numba_backend.sums import bound_sum, compiled_sum
 from pylucid.dtypes import DType, as_dtype, float32
 from pylucid.kernels import scalar
@@ -103,10 +108,13 @@ def _transposed(a: object) -> object:
 
 def elementwise_primitive(kernel: ElementwiseKernel | Log2Kernel):
     """Decorator of a primitive that is ``self._nary(kernel, operands, shape, dtype)`` and
-    nothing else: marks it as computing halves itself (:func:`handles_halves`) and as bound
-    to plans by :func:`bound_loop` of its kernel (:func:`bindable`)."""
+    nothing else: marks it as computing halves itself (:func:`handles_halves`), as bound
+    to plans by :func:`bound_loop` of its kernel (:func:`bindable`), and, for a binary
+    kernel, as run in place by :func:`bound_in_place` (``in_place_binder``)."""
 
     def mark(primitive):  # noqa: ANN001, ANN202
+        if isinstance(kernel, ElementwiseKernel) and kernel.arity == 2:
+            primitive.in_place_binder = functools.partial(bound_in_place, kernel)
         return handles_halves(bindable(functools.partial(bound_loop, kernel))(primitive))
 
     return mark
@@ -224,6 +232,19 @@ class NumbaCore:
         if binder is None:
             return None
         return binder(input_shapes, input_dtypes, shape, dtype, **params)
+
+    def _bind_in_place(
+        self, primitive: str, shape: Shape, dtype: DType, other_shape: Shape, other_dtype: DType
+    ) -> Callable[[np.ndarray, np.ndarray], bool] | None:
+        """A runner of the binary ``primitive`` in place, ``x = primitive(x, other)`` into
+        ``x``'s memory (:func:`~pylucid.backends.numba_backend.runners.bound_in_place`), or
+        None where the primitive has no in-place loop or the signature needs the general
+        path. An optional fast path outside the backend protocol, as :meth:`_bind` is: the
+        in-place ops (:mod:`pylucid.ops.inplace`) ask for it."""
+        binder = getattr(getattr(type(self), primitive, None), "in_place_binder", None)
+        if binder is None:
+            return None
+        return binder(shape, dtype, other_shape, other_dtype)
 
     def _unary(self, kernel, a, shape, dtype):
         return self._nary(kernel, (a,), shape, dtype)

@@ -37,7 +37,14 @@ from pylucid.kernels.log2_avx512 import Log2Kernel
 from pylucid.kernels.loops import ElementwiseKernel
 from pylucid.kernels.reduction import PARALLEL_THRESHOLD_ROWS, RowKernel
 
-__all__ = ["DIRECT_CACHE_SIZE", "bindable", "bound_loop", "bound_rows", "direct"]
+__all__ = [
+    "DIRECT_CACHE_SIZE",
+    "bindable",
+    "bound_in_place",
+    "bound_loop",
+    "bound_rows",
+    "direct",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -162,6 +169,55 @@ def bound_loop(
         return out
 
     return run
+
+
+def bound_in_place(
+    kernel: ElementwiseKernel,
+    shape: Shape,
+    dtype: DType,
+    other_shape: Shape,
+    other_dtype: DType,
+) -> Callable[[np.ndarray, np.ndarray], bool] | None:
+    """The runner of an in-place binary op, ``x = kernel(x, other)`` into ``x``'s memory, for
+    ``x`` of ``shape`` and ``dtype`` and ``other`` of ``other_shape`` and ``other_dtype``:
+    the kernel's in-place loop (:meth:`ElementwiseKernel.in_place_loops`). None where the
+    signature needs the general path: half dtypes, another dtype for ``other``, ``other``
+    broadcast other than from one element, no elements.
+
+    The runner takes the two storages and returns True once it has written ``x``, or False,
+    having written nothing, where ``x`` or an array ``other`` is not of ``dtype`` or not
+    C-contiguous, aligned and writeable (``flags.carray``). ``other`` may be ``x`` itself
+    (each element is read before it is written, at its own index); one that overlaps
+    ``x``'s memory otherwise must not be given."""
+    numpy_dtype = dtype.numpy
+    count = math.prod(shape)
+    if dtype.is_half or numpy_dtype.itemsize == 2 or other_dtype is not dtype or count == 0:
+        return None
+    one = math.prod(other_shape) == 1
+    if not one and other_shape != shape:
+        return None
+    serial, parallel = kernel.in_place_loops()
+    if count >= kernel.parallel_threshold:
+        call = parallel
+    else:
+        flat = np.empty(1, numpy_dtype)
+        call = entry_point(serial, (flat, numpy_dtype.type(0) if one else flat))
+    index = (0,) * len(other_shape) if one else None
+    reshape = len(shape) != 1
+
+    def run_in_place(x: np.ndarray, other: np.ndarray) -> bool:
+        if x.dtype is not numpy_dtype or other.dtype is not numpy_dtype or not x.flags.carray:
+            return False
+        if index is not None:
+            other = other[index]
+        elif not other.flags.carray:
+            return False
+        elif reshape:
+            other = other.reshape(-1)
+        call(x.reshape(-1) if reshape else x, other)
+        return True
+
+    return run_in_place
 
 
 def bound_rows(
