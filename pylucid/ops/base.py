@@ -64,15 +64,41 @@ def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
         raise ValueError(f"{op}: shapes {listed} cannot be broadcast together") from None
 
 
-def sum_to(backend: Backend, grad: Any, grad_shape: Shape, shape: Shape) -> Any:
-    """Sum ``grad`` (of ``grad_shape``) over the dimensions broadcasting added to ``shape``."""
+#: (backend, gradient shape, input shape, dtype) -> how :func:`sum_to` reduces: the axes,
+#: the backend's bound sum over them (or None), and whether the sum needs a reshape;
+#: emptied at :data:`PLAN_CACHE_SIZE` entries.
+_SUMS_TO: dict[tuple, tuple[tuple[int, ...], Callable[[Any], Any] | None, bool]] = {}
+
+
+def _sum_to_plan(
+    backend: Backend, grad_shape: Shape, shape: Shape, dtype: DType
+) -> tuple[tuple[int, ...], Callable[[Any], Any] | None, bool]:
     lead = len(grad_shape) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, size in enumerate(shape) if size == 1 and grad_shape[lead + i] != 1
     )
+    summed = tuple(n for i, n in enumerate(grad_shape) if i not in axes)
+    params = {"axes": axes, "keepdims": False}
+    run = bound_primitive(backend, "sum", (grad_shape,), (dtype,), summed, dtype, params)
+    return axes, run if axes else None, summed != tuple(shape)
+
+
+def sum_to(backend: Backend, grad: Any, grad_shape: Shape, shape: Shape) -> Any:
+    """Sum ``grad`` (of ``grad_shape``) over the dimensions broadcasting added to ``shape``:
+    planned once per signature, through the backend's bound sum where it has one (a bias's
+    gradient, summed over the batch at every step)."""
+    dtype = backend.dtype(grad)
+    key = (backend, grad_shape, shape, dtype)
+    plan = _SUMS_TO.get(key)
+    if plan is None:
+        if len(_SUMS_TO) >= PLAN_CACHE_SIZE:
+            _SUMS_TO.clear()
+        plan = _SUMS_TO[key] = _sum_to_plan(backend, grad_shape, shape, dtype)
+    axes, run, reshaped = plan
     if axes:
-        grad = backend.sum(grad, axes, False, backend.dtype(grad))
-    return backend.reshape(grad, shape)
+        summed = None if run is None else run(grad)
+        grad = backend.sum(grad, axes, False, dtype) if summed is None else summed
+    return backend.reshape(grad, shape) if reshaped or not axes else grad
 
 
 def sum_to_tensor(grad: Tensor, shape: Shape) -> Tensor:

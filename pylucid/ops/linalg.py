@@ -98,11 +98,18 @@ class MatmulBackward(BinaryOp):
     def grad_formula(self, g: Any) -> tuple[Any, Any]:
         be, dtype = self.backend, self.dtype
         a_shape, b_shape = self.input_shapes
+        needs_a, needs_b = self.needs_input_grad
+        if len(a_shape) == 2 and len(b_shape) == 2:  # two matrices: no batch, no reshapes
+            grad_a = grad_b = None
+            if needs_a:
+                grad_a = be.matmul(g, be.transpose(self.saved["b"], (1, 0)), a_shape, dtype)
+            if needs_b:
+                grad_b = be.matmul(be.transpose(self.saved["a"], (1, 0)), g, b_shape, dtype)
+            return grad_a, grad_b
         a2, b2 = _as_matrices(a_shape, b_shape)
         batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
         (n, k), m = a2[-2:], b2[-1]
         g = be.reshape(g, (*batch, n, m))
-        needs_a, needs_b = self.needs_input_grad
         grad_a = grad_b = None
         if needs_a:
             b_t = be.transpose(be.reshape(self.saved["b"], b2), _swap_last(len(b2)))

@@ -18,7 +18,7 @@ import numpy as np
 
 from pylucid import memory
 from pylucid.backends.base import Axes, Shape
-from pylucid.backends.numba_backend.runners import bindable, bound_rows
+from pylucid.backends.numba_backend.runners import bindable, bound_rows, rows_runner
 from pylucid.backends.ordering import stable_argsort
 from pylucid.dtypes import DType
 from pylucid.kernels import losses, scan
@@ -40,6 +40,13 @@ _VAR = kernels.row_reduce(kernels.var_row, arity=2)
 _STD = kernels.row_reduce(kernels.std_row, arity=2)
 _PROD = kernels.row_reduce(kernels.prod_row)
 _VAR_GRAD = kernels.row_map(kernels.var_backward_row, arity=2)
+
+
+#: (row kernel, shape, axes, dtype, arity) -> the :func:`rows_runner` of
+#: ``NumbaReduction._along``'s calls (backward ones mostly: a forward's plan binds its own),
+#: or None; emptied at :data:`ROW_RUNNER_CACHE_SIZE` entries.
+_ROW_RUNNERS: dict[tuple, object] = {}
+ROW_RUNNER_CACHE_SIZE = 4096
 
 
 def _order(ndim: int, axes: Axes) -> list[int]:
@@ -216,8 +223,19 @@ class NumbaReduction:
     ) -> np.ndarray:
         """Run a softmax-family kernel along the one axis in ``axes`` (none for 0-d): on
         rows when the axis is last (or only size-1 axes follow it), else down the columns
-        of ``(outer, n, inner)`` slabs, so that no operand is transposed."""
+        of ``(outer, n, inner)`` slabs, so that no operand is transposed. Along a last axis
+        of C-contiguous operands, through the cached :func:`rows_runner` (the same loop)."""
         shape = operands[0].shape
+        key = (rows_kernel, shape, axes, dtype, len(operands))
+        runner = _ROW_RUNNERS.get(key, False)
+        if runner is False:
+            if len(_ROW_RUNNERS) >= ROW_RUNNER_CACHE_SIZE:
+                _ROW_RUNNERS.clear()
+            runner = _ROW_RUNNERS[key] = rows_runner(rows_kernel, shape, dtype, axes, len(operands))
+        if runner is not None:
+            out = runner(*operands)
+            if out is not None:
+                return out
         inner = math.prod(shape[axes[0] + 1 :]) if axes else 1
         if inner > 1:
             slabs = (math.prod(shape[: axes[0]]), shape[axes[0]], inner)

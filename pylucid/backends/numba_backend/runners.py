@@ -44,6 +44,7 @@ __all__ = [
     "bound_loop",
     "bound_rows",
     "direct",
+    "rows_runner",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -230,18 +231,27 @@ def bound_rows(
     axes: tuple[int, ...],
 ) -> Callable[[np.ndarray], np.ndarray | None] | None:
     """The runner of a softmax-family forward (``kernel`` along the one axis in ``axes``)
-    for an input of ``input_shapes[0]`` and ``input_dtypes[0]``: the kernel's loop on the
-    ``(rows, n)`` view of the input, as the general path (``NumbaReduction._along``) runs it
-    when the axis is the last one. None where that path does something else: an axis with
-    larger axes after it (its column kernel), no axis (0-d), half dtypes, an input of
-    another dtype, no elements. The runner returns None for a storage of another dtype or
-    not C-contiguous, aligned and writeable (``flags.carray``)."""
+    for an input of ``input_shapes[0]`` and ``input_dtypes[0]``: :func:`rows_runner`, or
+    None for an input of another dtype."""
     (input_dtype,) = input_dtypes
+    if input_dtype is not dtype:
+        return None
+    return rows_runner(kernel, shape, dtype, axes)
+
+
+def rows_runner(
+    kernel: RowKernel, shape: Shape, dtype: DType, axes: tuple[int, ...], arity: int = 1
+) -> Callable[..., np.ndarray | None] | None:
+    """The runner of a softmax-family kernel (forward, or with ``arity=2`` a backward of
+    ``(y, g)``) along the one axis in ``axes`` for operands of ``shape`` and ``dtype``: the
+    kernel's loop on the ``(rows, n)`` views of the operands, as the general path
+    (``NumbaReduction._along``) runs it when the axis is the last one. None where that path
+    does something else: an axis with larger axes after it (its column kernel), no axis
+    (0-d), half dtypes, no elements. The runner returns None for an operand of another
+    dtype or shape, or not C-contiguous, aligned and writeable (``flags.carray``)."""
     numpy_dtype = dtype.numpy
     count = math.prod(shape)
-    if dtype.is_half or input_dtype is not dtype or not axes or count == 0:
-        return None
-    if math.prod(shape[axes[0] + 1 :]) > 1:
+    if dtype.is_half or not axes or count == 0 or math.prod(shape[axes[0] + 1 :]) > 1:
         return None
     n = shape[axes[0]]
     rows = count // n
@@ -249,17 +259,31 @@ def bound_rows(
         call = kernel._parallel
     else:
         block = np.empty((1, 1), numpy_dtype)
-        call = entry_point(kernel._serial, (block, block))
+        call = entry_point(kernel._serial, (block,) * (arity + 1))
     allocate = np.empty if count < memory._SMALL_COUNT else memory.empty
 
-    def run_rows(a: np.ndarray) -> np.ndarray | None:
-        if a.dtype is not numpy_dtype or not a.flags.carray:
+    def plain(a: np.ndarray) -> bool:
+        return a.dtype is numpy_dtype and a.flags.carray and a.shape == shape
+
+    if arity == 1:
+
+        def run_rows(a: np.ndarray) -> np.ndarray | None:
+            if not plain(a):
+                return None
+            out = allocate(shape, numpy_dtype)
+            call(a.reshape(rows, n), out.reshape(rows, n))
+            return out
+
+        return run_rows
+
+    def run_rows_2(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        if not plain(a) or not plain(b):
             return None
         out = allocate(shape, numpy_dtype)
-        call(a.reshape(rows, n), out.reshape(rows, n))
+        call(a.reshape(rows, n), b.reshape(rows, n), out.reshape(rows, n))
         return out
 
-    return run_rows
+    return run_rows_2
 
 
 def _periodic_operand(
