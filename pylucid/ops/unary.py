@@ -80,20 +80,25 @@ class PointwiseOp(UnaryOp):
             )
         return dtype
 
+    #: The fused backward primitive, ``<name>_backward``.
+    _backward_primitive: ClassVar[str] = ""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         dispatch = getattr(cls.dispatch, "__func__", None)
-        if "schema_v1" in cls.__dict__ and dispatch is PointwiseOp.dispatch.__func__:
-            cls.primitive = cls.schema_v1.name  # (what this dispatch calls)
+        if "schema_v1" in cls.__dict__:
+            cls._backward_primitive = f"{cls.schema_v1.name}_backward"
+            if dispatch is PointwiseOp.dispatch.__func__:
+                cls.primitive = cls.schema_v1.name  # (what this dispatch calls)
 
     @classmethod
     def dispatch(cls, be: Backend, a: Any, shape: Shape, dtype: DType) -> Any:
         return getattr(be, cls.schema_v1.name)(a, shape, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        name, (saved,) = self.schema_v1.name, self.schema_v1.saved
-        backward = getattr(self.backend, f"{name}_backward")
-        return (backward(getattr(self.saved, saved), g, self.shape, self.dtype),)
+        ((saved, _),) = self._saved_inputs
+        backward = getattr(self.backend, self._backward_primitive)
+        return (backward(self.saved[saved], g, self.shape, self.dtype),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         if self.gradient is None:
