@@ -255,8 +255,10 @@ class Recorder(Shadowing):
         direct_loops = sys.modules.get("pylucid.backends.numba_backend.elementwise")
         if getattr(direct_loops, "direct", None) is not None:  # (loops called behind _nary)
             self._patch(direct_loops, "direct", lambda *args: None)
-        self._saved_plans = op_base._PLANS
-        op_base._PLANS = {}
+        # (plans made before bind compiled loops the recording would not see: a capture
+        # plans afresh, with _bind off, and the eager plans come back after it)
+        self._saved_plans = op_base._PLANS, op_base._SUMS_TO
+        op_base._PLANS, op_base._SUMS_TO = {}, {}
         self._patch(UpdateKernel, "__call__", self._recording_update(UpdateKernel.__call__))
         self._patch(ElementwiseKernel, "run", self._recording_run(ElementwiseKernel.run))
         self._patch(Tensor, "_accumulate_grad", self._recording_grad(Tensor._accumulate_grad))
@@ -270,7 +272,7 @@ class Recorder(Shadowing):
 
     def __exit__(self, *exc: object) -> None:
         self._restore()
-        op_base._PLANS = self._saved_plans
+        op_base._PLANS, op_base._SUMS_TO = self._saved_plans
 
     # -- the recording methods ----------------------------------------------------------
     def _recording(self, name: str, method: Callable) -> Callable:
