@@ -79,8 +79,12 @@ def _sum_to_plan(
     )
     summed = tuple(n for i, n in enumerate(grad_shape) if i not in axes)
     params = {"axes": axes, "keepdims": False}
-    run = bound_primitive(backend, "sum", (grad_shape,), (dtype,), summed, dtype, params)
-    return axes, run if axes else None, summed != tuple(shape)
+    run = (
+        bound_primitive(backend, "sum", (grad_shape,), (dtype,), summed, dtype, params)
+        if axes
+        else None
+    )
+    return axes, run, summed != shape
 
 
 def sum_to(backend: Backend, grad: Any, grad_shape: Shape, shape: Shape) -> Any:
@@ -98,7 +102,7 @@ def sum_to(backend: Backend, grad: Any, grad_shape: Shape, shape: Shape) -> Any:
     if axes:
         summed = None if run is None else run(grad)
         grad = backend.sum(grad, axes, False, dtype) if summed is None else summed
-    return backend.reshape(grad, shape) if reshaped or not axes else grad
+    return backend.reshape(grad, shape) if reshaped else grad
 
 
 def sum_to_tensor(grad: Tensor, shape: Shape) -> Tensor:

@@ -15,7 +15,7 @@ call signature ahead and calls the entry point of the loop's compiled overload:
 
 A primitive is bound through the binder that :func:`bindable` attaches to it.
 
-Either returns None where a storage needs the general path (a view, a broadcast, a half
+Each returns None where a storage needs the general path (a view, a broadcast, a half
 dtype); where it runs, its output is the general path's, bit for bit (the same loop).
 """
 

@@ -29,14 +29,20 @@ _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 _COMPILED_ROW_SUM = 64
 
 
-#: (shape, axes, keepdims, dtype) -> how :func:`compiled_sum` sums it (whether by rows, the
-#: loop's entry point, the reduced and kept counts, a zero of the dtype, the result's shape),
-#: or None where NumPy does; emptied at :data:`SUM_PLAN_CACHE_SIZE` entries.
-_SUM_PLANS: dict[tuple, tuple | None] = {}
+#: (shape, axes, keepdims, dtype) -> the runner :func:`compiled_sum` sums it with
+#: (:func:`_sum_runner`), or None where NumPy does; emptied at :data:`SUM_PLAN_CACHE_SIZE`
+#: entries.
+_SUM_PLANS: dict[tuple, Callable[[np.ndarray], np.ndarray | None] | None] = {}
 SUM_PLAN_CACHE_SIZE = 4096
 
 
-def _sum_plan(shape: Shape, axes: Axes, keepdims: bool, dtype: np.dtype) -> tuple | None:
+def _sum_runner(
+    shape: Shape, axes: Axes, keepdims: bool, dtype: np.dtype
+) -> Callable[[np.ndarray], np.ndarray | None] | None:
+    """The loop of :mod:`pylucid.kernels.pairwise` that sums an array of ``shape`` and the
+    float ``dtype`` over ``axes`` in NumPy's order, called at its entry point; the runner
+    returns None for an array of another dtype or not ``flags.carray``. None where the loops
+    do not take the signature (see :func:`compiled_sum`)."""
     ndim, count = len(shape), len(axes)
     reduced = math.prod([shape[i] for i in axes])
     kept = math.prod(shape) // reduced if reduced else 0
@@ -44,14 +50,31 @@ def _sum_plan(shape: Shape, axes: Axes, keepdims: bool, dtype: np.dtype) -> tupl
     if not count or not reduced or not kept:
         return None
     zero, vector = dtype.type(0), np.empty(1, dtype)
+    reshaped = len(result) != 1
     if axes == tuple(range(ndim - count, ndim)) or kept == 1:  # rows (one, for kept == 1)
         if reduced > _COMPILED_ROW_SUM:
             return None
-        loop = entry_point(pairwise.sum_rows, (vector, reduced, zero, vector))
-        return True, loop, reduced, kept, zero, result
+        rows = entry_point(pairwise.sum_rows, (vector, reduced, zero, vector))
+
+        def run_rows(a: np.ndarray) -> np.ndarray | None:
+            if a.dtype is not dtype or not a.flags.carray:
+                return None
+            out = np.empty(kept, dtype)
+            rows(a.reshape(-1), reduced, zero, out)
+            return out.reshape(result) if reshaped else out
+
+        return run_rows
     if axes == tuple(range(count)):  # leading axes: the rows are added one by one
-        loop = entry_point(pairwise.sum_columns, (vector.reshape(1, 1), zero, vector))
-        return False, loop, reduced, kept, zero, result
+        columns = entry_point(pairwise.sum_columns, (vector.reshape(1, 1), zero, vector))
+
+        def run_columns(a: np.ndarray) -> np.ndarray | None:
+            if a.dtype is not dtype or not a.flags.carray:
+                return None
+            out = np.empty(kept, dtype)
+            columns(a.reshape(reduced, kept), zero, out)
+            return out.reshape(result) if reshaped else out
+
+        return run_columns
     return None
 
 
@@ -64,20 +87,12 @@ def compiled_sum(a: np.ndarray, axes: Axes, keepdims: bool, dtype: np.dtype) -> 
     if a.dtype is not dtype or (dtype is not _FLOAT32 and dtype is not _FLOAT64):
         return None
     key = (a.shape, axes, keepdims, dtype)
-    plan = _SUM_PLANS.get(key, False)
-    if plan is False:
+    runner = _SUM_PLANS.get(key, False)
+    if runner is False:
         if len(_SUM_PLANS) >= SUM_PLAN_CACHE_SIZE:
             _SUM_PLANS.clear()
-        plan = _SUM_PLANS[key] = _sum_plan(a.shape, axes, keepdims, dtype)
-    if plan is None or not a.flags.carray:
-        return None
-    rows, loop, reduced, kept, zero, result = plan  # (loops called at their entry points)
-    out = np.empty(kept, dtype)
-    if rows:
-        loop(a.reshape(-1), reduced, zero, out)
-    else:
-        loop(a.reshape(reduced, kept), zero, out)
-    return out if len(result) == 1 else out.reshape(result)
+        runner = _SUM_PLANS[key] = _sum_runner(a.shape, axes, keepdims, dtype)
+    return None if runner is None else runner(a)
 
 
 def bound_sum(
@@ -90,36 +105,12 @@ def bound_sum(
     keepdims: bool,
 ) -> Callable[[np.ndarray], np.ndarray | None] | None:
     """The runner of ``sum(x, axes, keepdims, dtype)`` for ``x`` of ``input_shapes[0]`` and
-    ``input_dtypes[0]``: :func:`compiled_sum`'s loop for that signature, planned now, or None
-    where :func:`compiled_sum` would not take it (then the general path runs). The runner
-    returns None for a storage of another dtype or not C-contiguous, aligned and writeable
-    (``flags.carray``); else the output, :func:`compiled_sum`'s to the bit (the same loop on
-    the same elements)."""
+    ``input_dtypes[0]``: :func:`compiled_sum`'s loop for that signature (:func:`_sum_runner`),
+    made now, or None where :func:`compiled_sum` would not take it (then the general path
+    runs). Its output is :func:`compiled_sum`'s to the bit (the same loop on the same
+    elements)."""
     (input_shape,), (input_dtype,) = input_shapes, input_dtypes
     numpy_dtype = dtype.numpy
     if input_dtype is not dtype or (numpy_dtype is not _FLOAT32 and numpy_dtype is not _FLOAT64):
         return None
-    plan = _sum_plan(input_shape, axes, keepdims, numpy_dtype)
-    if plan is None:
-        return None
-    rows, loop, reduced, kept, zero, result = plan
-    reshaped = len(result) != 1
-    if rows:
-
-        def run_rows(a: np.ndarray) -> np.ndarray | None:
-            if a.dtype is not numpy_dtype or not a.flags.carray:
-                return None
-            out = np.empty(kept, numpy_dtype)
-            loop(a.reshape(-1), reduced, zero, out)
-            return out.reshape(result) if reshaped else out
-
-        return run_rows
-
-    def run_columns(a: np.ndarray) -> np.ndarray | None:
-        if a.dtype is not numpy_dtype or not a.flags.carray:
-            return None
-        out = np.empty(kept, numpy_dtype)
-        loop(a.reshape(reduced, kept), zero, out)
-        return out.reshape(result) if reshaped else out
-
-    return run_columns
+    return _sum_runner(input_shape, axes, keepdims, numpy_dtype)
