@@ -275,6 +275,8 @@ class DispatchPlan:
 _STORAGE = operator.attrgetter("_storage")
 #: The ``needs_input_grad`` patterns, each one shared tuple (:meth:`Op._record`).
 _NEEDS: dict[tuple[bool, ...], tuple[bool, ...]] = {}
+#: ``needs_input_grad`` of a one-input node (its input requires grad, or it is not recorded).
+_ONE_NEEDED = _NEEDS.setdefault((True,), (True,))
 
 #: The plans of :func:`dispatch_plan`, by call signature; emptied when it reaches
 #: :data:`PLAN_CACHE_SIZE` entries (a program's signatures are few; a loop over ever new
@@ -390,9 +392,13 @@ class Op(Node):
     primitive: ClassVar[str | None] = None
     #: ``schema_v1.saved`` as (name, input index, or None for the result), for recording.
     _saved_inputs: ClassVar[tuple[tuple[str, int | None], ...]] = ()
+    #: ``schema_v1.saved``, and the class's name (the saved values' owner in messages).
+    _saved_names: ClassVar[tuple[str, ...]] = ()
+    _owner: ClassVar[str] = "Op"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls._owner = cls.__name__
         if "schema_v1" in cls.__dict__:
             schema = cls.schema_v1
             if schema.input_arity == VARIADIC:
@@ -410,6 +416,7 @@ class Op(Node):
                 (name, None if name == "result" else cls.input_names.index(name))
                 for name in schema.saved
             )
+            cls._saved_names = schema.saved
             register_op(cls)
 
     @classmethod
@@ -532,7 +539,16 @@ class Op(Node):
         plan: DispatchPlan,
         params: dict[str, Any],
     ) -> None:
-        self.saved = self._saved_values(inputs, storages, out, result)
+        """Fill this new node in: what the schema saves, the plan's facts, the edges.
+
+        Every op that records runs this, so it is written for CPython's cost model: no
+        comprehension (each is a frame), no helper call where a loop does, each attribute
+        read once, and the one-input case - whose input requires grad, or no node would be
+        recorded - without a loop."""
+        if self._saved_inputs:
+            self.saved = self._saved_values(inputs, storages, out, result)
+        else:
+            self.saved = NOTHING_SAVED
         if params:
             self.__dict__.update(params)
         self.backend = plan.backend
@@ -540,17 +556,24 @@ class Op(Node):
         self.rounded_result = plan.result_cast is not None
         self.input_shapes, self.input_dtypes = plan.input_shapes, plan.input_dtypes
         self.plain_grads = plan.plain_grads
-        edges, needs = (), ()  # (tuples grown in a loop: a comprehension costs a frame)
-        for t in inputs:
-            if t._requires_grad:
-                edges += (t.grad_fn if t.grad_fn is not None else t._grad_edge(),)
-                needs += (True,)
-            else:
-                edges += (None,)
-                needs += (False,)
-        # (one shared tuple per pattern: a node's own would be one more object for the
-        # cyclic collector to count, whose passes a program of tiny ops pays for)
-        self.next_edges, self.needs_input_grad = edges, _NEEDS.setdefault(needs, needs)
+        if len(inputs) == 1:
+            (x,) = inputs
+            edge = x.grad_fn
+            self.next_edges = (x._grad_edge() if edge is None else edge,)
+            self.needs_input_grad = _ONE_NEEDED
+        else:
+            edges, needs = (), ()  # (tuples grown in a loop: a comprehension costs a frame)
+            for t in inputs:
+                if t._requires_grad:
+                    edge = t.grad_fn
+                    edges += (t._grad_edge() if edge is None else edge,)
+                    needs += (True,)
+                else:
+                    edges += (None,)
+                    needs += (False,)
+            # (one shared tuple per pattern: a node's own would be one more object for the
+            # cyclic collector to count, whose passes a program of tiny ops pays for)
+            self.next_edges, self.needs_input_grad = edges, _NEEDS.setdefault(needs, needs)
         if is_anomaly_enabled():  # where the op was called, for anomaly reports
             self.creation_site = creation_site()
 
@@ -559,8 +582,6 @@ class Op(Node):
     ) -> SavedValues:
         """What ``schema_v1.saved`` names, each with what is watched for in-place changes
         (:meth:`SavedValues.entry`, spelled out)."""
-        if not self._saved_inputs:
-            return NOTHING_SAVED
         entries = ()  # (grown in a loop: a comprehension costs a frame, per node)
         for name, index in self._saved_inputs:
             if index is None:  # the result: watched through its counter (holding the
@@ -577,7 +598,7 @@ class Op(Node):
                 )
             counter = tensor._counter  # (watched through the tensor: no counter is made)
             entries += (storages[index], tensor, tensor, 0 if counter is None else counter.value)
-        return SavedValues(type(self).__name__, self.schema_v1.saved, entries)
+        return SavedValues(self._owner, self._saved_names, entries)
 
     def saved_tensor(self, name: str) -> Tensor:
         """A saved value as a Tensor in the graph, in the compute dtype, for
