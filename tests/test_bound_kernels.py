@@ -12,6 +12,7 @@ import pytest
 
 import pylucid as pl
 from pylucid.kernels import log2_avx512
+from pylucid.ops import base as op_base
 from pylucid.ops.arithmetic import AddBackward, DivBackward, MulBackward, SubBackward
 from pylucid.ops.base import dispatch_plan
 from pylucid.ops.reduce import MeanBackward, SumBackward
@@ -240,3 +241,39 @@ def test_softmax_family_backward_runner_matches_general_path(primitive, dtype, s
     fast = getattr(be, primitive)(y, g, axes, dtype)
     general = getattr(be, primitive)(np.asfortranarray(y), np.asfortranarray(g), axes, dtype)
     assert fast.shape == general.shape and fast.tobytes() == np.ascontiguousarray(general).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", [((1,), ()), ((3, 4), (3, 4)), ((3, 4), (4,)), ((5,), (1,)),
+                                    ((2, 3, 2), (3, 2)), ((40000,), (40000,))])  # fmt: skip
+@pytest.mark.parametrize("op", ["mul", "tanh", "sigmoid"])
+def test_grad_formulas_through_bound_runners_match_the_primitive(op, dtype, shapes):
+    """A grad formula's primitive through its bound runner (``Op.run_primitive``) gives the
+    bits of the backend's primitive, on every call; a gradient of another layout (here
+    Fortran-ordered) goes to the primitive itself."""
+    rng = np.random.default_rng(7)
+    a, b = (pl.tensor((rng.standard_normal(s) * 2).astype(dtype), requires_grad=True)
+            for s in shapes)  # fmt: skip
+    y = a * b if op == "mul" else getattr(pl, op)(a)
+    node, be = y.grad_fn, y._backend
+    g = rng.standard_normal(y.shape).astype(dtype)
+    if op == "mul":
+        dtype_pl = node.dtype
+        expected = (be.mul(g, node.saved["b"], y.shape, dtype_pl),
+                    be.mul(g, node.saved["a"], y.shape, dtype_pl))  # fmt: skip
+    else:
+        (saved,) = node.schema_v1.saved
+        expected = (getattr(be, f"{op}_backward")(node.saved[saved], g, y.shape, node.dtype),)
+    for _ in range(3):  # the first call binds, the others run the cached runner
+        got = node.grad_formula(g)
+        assert len(got) == len(expected)
+        for r, e in zip(got, expected):
+            assert r.shape == e.shape and r.dtype == e.dtype and r.tobytes() == e.tobytes()
+    primitive = "mul" if op == "mul" else f"{op}_backward"
+    runners = [run for key, run in op_base._GRAD_RUNS.items()
+               if key[1] == primitive and key[3] == y.shape and key[4] is node.dtype]  # fmt: skip
+    assert runners and (shapes[0] != shapes[1] or all(run is not None for run in runners))
+    if len(y.shape) > 1:
+        fortran = np.asfortranarray(g)
+        for r, e in zip(node.grad_formula(fortran), expected):
+            assert r.tobytes() == e.tobytes()

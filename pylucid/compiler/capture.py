@@ -257,8 +257,8 @@ class Recorder(Shadowing):
             self._patch(direct_loops, "direct", lambda *args: None)
         # (plans made before bind compiled loops the recording would not see: a capture
         # plans afresh, with _bind off, and the eager plans come back after it)
-        self._saved_plans = op_base._PLANS, op_base._SUMS_TO
-        op_base._PLANS, op_base._SUMS_TO = {}, {}
+        self._saved_plans = op_base._PLANS, op_base._SUMS_TO, op_base._GRAD_RUNS
+        op_base._PLANS, op_base._SUMS_TO, op_base._GRAD_RUNS = {}, {}, {}
         self._patch(UpdateKernel, "__call__", self._recording_update(UpdateKernel.__call__))
         self._patch(ElementwiseKernel, "run", self._recording_run(ElementwiseKernel.run))
         self._patch(Tensor, "_accumulate_grad", self._recording_grad(Tensor._accumulate_grad))
@@ -272,7 +272,7 @@ class Recorder(Shadowing):
 
     def __exit__(self, *exc: object) -> None:
         self._restore()
-        op_base._PLANS, op_base._SUMS_TO = self._saved_plans
+        op_base._PLANS, op_base._SUMS_TO, op_base._GRAD_RUNS = self._saved_plans
 
     # -- the recording methods ----------------------------------------------------------
     def _recording(self, name: str, method: Callable) -> Callable:

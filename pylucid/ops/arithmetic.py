@@ -87,10 +87,10 @@ class MulBackward(BinaryOp):
 
     def grad_formula(self, g: Any) -> tuple[Any, Any]:
         needs_a, needs_b = self.needs_input_grad
-        be, saved = self.backend, self.saved
+        saved, (a_shape, b_shape), shape = self.saved, self.input_shapes, self.shape
         return (
-            be.mul(g, saved["b"], self.shape, self.dtype) if needs_a else None,
-            be.mul(g, saved["a"], self.shape, self.dtype) if needs_b else None,
+            self.run_primitive("mul", (g, saved["b"]), (shape, b_shape)) if needs_a else None,
+            self.run_primitive("mul", (g, saved["a"]), (shape, a_shape)) if needs_b else None,
         )
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:

@@ -133,6 +133,12 @@ def bound_primitive(
     return bind(primitive, input_shapes, input_dtypes, shape, dtype, **params)
 
 
+#: (backend, primitive, operand shapes, output shape, dtype) -> the backend's runner of a
+#: gradient's primitive bound to that signature, or None where it binds none
+#: (:meth:`Op.run_primitive`); emptied at :data:`PLAN_CACHE_SIZE` entries.
+_GRAD_RUNS: dict[tuple, Callable[..., Any] | None] = {}
+
+
 def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> Backend:
     backend = inputs[0]._backend
     for name, tensor in zip(names[1:], inputs[1:]):
@@ -619,6 +625,28 @@ class Op(Node):
             f"{self.name}: no differentiable gradient formula, so backward with "
             f"create_graph=True cannot differentiate through {self.schema_v1.name}"
         )
+
+    def run_primitive(self, primitive: str, operands: tuple[Any, ...], shapes: tuple) -> Any:
+        """``backend.<primitive>(*operands, shape, dtype)`` with this node's output shape
+        and compute dtype, for a grad formula: through the backend's runner bound to the
+        signature where it has one (:func:`bound_primitive`, planned once per signature as
+        a forward is: a training loop runs each formula at every step), else the primitive.
+
+        ``shapes`` are the operands' shapes, known from the node (the incoming gradient has
+        the output's, a saved input its input's): the runner is chosen by them, and reads
+        its operands without looking at their shapes again. The operands are storages in
+        the compute dtype; a runner declines (None) any of another dtype or layout."""
+        backend, shape, dtype = self.backend, self.shape, self.dtype
+        key = (backend, primitive, shapes, shape, dtype)
+        run = _GRAD_RUNS.get(key, False)
+        if run is False:
+            if len(_GRAD_RUNS) >= PLAN_CACHE_SIZE:
+                _GRAD_RUNS.clear()
+            dtypes = (dtype,) * len(shapes)
+            run = bound_primitive(backend, primitive, shapes, dtypes, shape, dtype, {})
+            _GRAD_RUNS[key] = run
+        out = None if run is None else run(*operands)
+        return getattr(backend, primitive)(*operands, shape, dtype) if out is None else out
 
     def backward_graph(self, grad: Tensor) -> tuple[Tensor | None, ...]:
         if grad.dtype is not self.dtype:

@@ -96,9 +96,9 @@ class PointwiseOp(UnaryOp):
         return getattr(be, cls.schema_v1.name)(a, shape, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        ((saved, _),) = self._saved_inputs
-        backward = getattr(self.backend, self._backward_primitive)
-        return (backward(self.saved[saved], g, self.shape, self.dtype),)
+        ((saved, _),) = self._saved_inputs  # (x or the result: of the output's shape)
+        shapes = (self.shape, self.shape)
+        return (self.run_primitive(self._backward_primitive, (self.saved[saved], g), shapes),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         if self.gradient is None:

@@ -101,7 +101,7 @@ def _backward(name: str, kernel: ElementwiseKernel) -> Callable[..., np.ndarray]
 
     primitive.__name__ = primitive.__qualname__ = f"{name}_backward"
     primitive.__doc__ = f"Fused gradient of ``{name}`` (loop of ``{kernel.name}``)."
-    return handles_halves(primitive)
+    return elementwise_primitive(kernel)(primitive)  # (grad formulas bind its loop too)
 
 
 #: The pointwise ops that cost under a nanosecond per element (memory-bound loops); the
