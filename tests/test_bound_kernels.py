@@ -20,6 +20,7 @@ from pylucid.ops.softmax_family import LogSoftmaxBackward, SoftmaxBackward
 from pylucid.ops.unary import Log2Backward, NegBackward
 
 BINARY = [AddBackward, SubBackward, MulBackward, DivBackward]
+BINARY_NAMES = ("mul", "div", "sub")
 
 
 def _storages(plan, inputs):
@@ -246,7 +247,7 @@ def test_softmax_family_backward_runner_matches_general_path(primitive, dtype, s
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shapes", [((1,), ()), ((3, 4), (3, 4)), ((3, 4), (4,)), ((5,), (1,)),
                                     ((2, 3, 2), (3, 2)), ((40000,), (40000,))])  # fmt: skip
-@pytest.mark.parametrize("op", ["mul", "tanh", "sigmoid"])
+@pytest.mark.parametrize("op", ["mul", "div", "sub", "tanh", "sigmoid", "neg"])
 def test_grad_formulas_through_bound_runners_match_the_primitive(op, dtype, shapes):
     """A grad formula's primitive through its bound runner (``Op.run_primitive``) gives the
     bits of the backend's primitive, on every call; a gradient of another layout (here
@@ -254,26 +255,37 @@ def test_grad_formulas_through_bound_runners_match_the_primitive(op, dtype, shap
     rng = np.random.default_rng(7)
     a, b = (pl.tensor((rng.standard_normal(s) * 2).astype(dtype), requires_grad=True)
             for s in shapes)  # fmt: skip
-    y = a * b if op == "mul" else getattr(pl, op)(a)
-    node, be = y.grad_fn, y._backend
-    g = rng.standard_normal(y.shape).astype(dtype)
+    y = getattr(pl, op)(a, b) if op in BINARY_NAMES else getattr(pl, op)(a)
+    node, be, shape = y.grad_fn, y._backend, y.shape
+    g = rng.standard_normal(shape).astype(dtype)
+    saved, dt = (node.saved[name] for name in node.schema_v1.saved), node.dtype
     if op == "mul":
-        dtype_pl = node.dtype
-        expected = (be.mul(g, node.saved["b"], y.shape, dtype_pl),
-                    be.mul(g, node.saved["a"], y.shape, dtype_pl))  # fmt: skip
+        a_saved, b_saved = saved
+        expected = (be.mul(g, b_saved, shape, dt), be.mul(g, a_saved, shape, dt))
+        primitive = "mul"
+    elif op == "div":
+        a_saved, b_saved = saved
+        expected = (be.div(g, b_saved, shape, dt),
+                    be.div_backward_b(a_saved, b_saved, g, shape, dt))  # fmt: skip
+        primitive = "div"
+    elif op in ("sub", "neg"):
+        expected = (g, be.neg(g, shape, dt)) if op == "sub" else (be.neg(g, shape, dt),)
+        primitive = "neg"
     else:
-        (saved,) = node.schema_v1.saved
-        expected = (getattr(be, f"{op}_backward")(node.saved[saved], g, y.shape, node.dtype),)
+        expected = (getattr(be, f"{op}_backward")(*saved, g, shape, dt),)
+        primitive = f"{op}_backward"
     for _ in range(3):  # the first call binds, the others run the cached runner
         got = node.grad_formula(g)
         assert len(got) == len(expected)
         for r, e in zip(got, expected):
+            if op == "sub" and e is g:  # (sub passes g on to a: the same storage)
+                assert r is g
+                continue
             assert r.shape == e.shape and r.dtype == e.dtype and r.tobytes() == e.tobytes()
-    primitive = "mul" if op == "mul" else f"{op}_backward"
     runners = [run for key, run in op_base._GRAD_RUNS.items()
                if key[1] == primitive and key[3] == y.shape and key[4] is node.dtype]  # fmt: skip
     assert runners and (shapes[0] != shapes[1] or all(run is not None for run in runners))
     if len(y.shape) > 1:
         fortran = np.asfortranarray(g)
         for r, e in zip(node.grad_formula(fortran), expected):
-            assert r.tobytes() == e.tobytes()
+            assert np.ascontiguousarray(r).tobytes() == e.tobytes()

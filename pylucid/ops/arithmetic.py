@@ -66,7 +66,7 @@ class SubBackward(BinaryOp):
 
     def grad_formula(self, g: Any) -> tuple[Any, Any]:
         needs_a, needs_b = self.needs_input_grad
-        return g, self.backend.neg(g, self.shape, self.dtype) if needs_b else None
+        return g, self.run_primitive("neg", (g,), (self.shape,)) if needs_b else None
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor, Tensor]:
         return g, -g
@@ -122,10 +122,11 @@ class DivBackward(BinaryOp):
 
     def grad_formula(self, g: Any) -> tuple[Any, Any]:
         needs_a, needs_b = self.needs_input_grad
-        be, saved = self.backend, self.saved
+        saved, (a_shape, b_shape), shape = self.saved, self.input_shapes, self.shape
+        b = saved["b"]
         return (
-            be.div(g, saved["b"], self.shape, self.dtype) if needs_a else None,
-            be.div_backward_b(saved["a"], saved["b"], g, self.shape, self.dtype)
+            self.run_primitive("div", (g, b), (shape, b_shape)) if needs_a else None,
+            self.run_primitive("div_backward_b", (saved["a"], b, g), (a_shape, b_shape, shape))
             if needs_b
             else None,
         )

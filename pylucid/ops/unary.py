@@ -225,7 +225,7 @@ class NegBackward(UnaryOp):
         return be.neg(a, shape, dtype)
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        return (self.backend.neg(g, self.shape, self.dtype),)
+        return (self.run_primitive("neg", (g,), (self.shape,)),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         return (-g,)
