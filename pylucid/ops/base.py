@@ -199,8 +199,9 @@ class DispatchPlan:
     input_shapes, input_dtypes : tuple
         Of every input (a recorded node keeps them, to undo broadcasts and casts).
     plain_grads : bool
-        Every input has the output's shape and the compute dtype, so a gradient needs no
-        sum over broadcast dimensions and no cast (the backward's common case).
+        Every input that can need a gradient - all but lifted Python numbers - has the
+        output's shape and the compute dtype, so a gradient needs no sum over broadcast
+        dimensions and no cast (the backward's common case: ``y * 3`` too).
     run : callable or None
         The op's forward bound to this signature (:meth:`Op.bind`; for an op declaring its
         :attr:`Op.primitive`, the backend's runner of that primitive, ``backend._bind``):
@@ -269,8 +270,11 @@ class DispatchPlan:
         self.dtype, self.run_dtype, self.result_dtype = dtype, run_dtype, result_dtype
         self.differentiable = schema.differentiable and result_dtype.is_floating_point
         self.check_allocation = target.allocates_lazily and not cls.returns_view
-        self.plain_grads = all([s == self.shape for s in self.input_shapes]) and all(
-            [d is dtype for d in self.input_dtypes]
+        self.plain_grads = all(
+            [
+                t._wrapped or (s == self.shape and d is dtype)
+                for t, s, d in zip(inputs, self.input_shapes, self.input_dtypes)
+            ]
         )
         self.run = None
         if bind and self.result_cast is None and not cls.returns_view:
