@@ -282,8 +282,8 @@ def test_grad_formulas_through_bound_runners_match_the_primitive(op, dtype, shap
                 assert r is g
                 continue
             assert r.shape == e.shape and r.dtype == e.dtype and r.tobytes() == e.tobytes()
-    runners = [run for key, run in op_base._GRAD_RUNS.items()
-               if key[1] == primitive and key[3] == y.shape and key[4] is node.dtype]  # fmt: skip
+    runners = [run for key, run in op_base._GRAD_RUNS.items()  # (this node's signatures)
+               if key[:2] == (be, primitive) and key[3:] == (shape, dt)]  # fmt: skip
     assert runners and (shapes[0] != shapes[1] or all(run is not None for run in runners))
     if len(y.shape) > 1:
         fortran = np.asfortranarray(g)
