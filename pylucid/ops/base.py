@@ -402,13 +402,9 @@ class Op(Node):
     primitive: ClassVar[str | None] = None
     #: ``schema_v1.saved`` as (name, input index, or None for the result), for recording.
     _saved_inputs: ClassVar[tuple[tuple[str, int | None], ...]] = ()
-    #: ``schema_v1.saved``, and the class's name (the saved values' owner in messages).
-    _saved_names: ClassVar[tuple[str, ...]] = ()
-    _owner: ClassVar[str] = "Op"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._owner = cls.__name__
         if "schema_v1" in cls.__dict__:
             schema = cls.schema_v1
             if schema.input_arity == VARIADIC:
@@ -426,7 +422,6 @@ class Op(Node):
                 (name, None if name == "result" else cls.input_names.index(name))
                 for name in schema.saved
             )
-            cls._saved_names = schema.saved
             register_op(cls)
 
     @classmethod
@@ -552,9 +547,9 @@ class Op(Node):
         """Fill this new node in: what the schema saves, the plan's facts, the edges.
 
         Every op that records runs this, so it is written for CPython's cost model: no
-        comprehension (each is a frame), no helper call where a loop does, each attribute
-        read once, and the one-input case - whose input requires grad, or no node would be
-        recorded - without a loop."""
+        comprehension (each is a frame), no call for a node that saves nothing, each
+        ``grad_fn`` read once, and the one-input case - whose input requires grad, or no
+        node would be recorded - without a loop."""
         if self._saved_inputs:
             self.saved = self._saved_values(inputs, storages, out, result)
         else:
@@ -608,7 +603,7 @@ class Op(Node):
                 )
             counter = tensor._counter  # (watched through the tensor: no counter is made)
             entries += (storages[index], tensor, tensor, 0 if counter is None else counter.value)
-        return SavedValues(self._owner, self._saved_names, entries)
+        return SavedValues(type(self).__name__, self.schema_v1.saved, entries)
 
     def saved_tensor(self, name: str) -> Tensor:
         """A saved value as a Tensor in the graph, in the compute dtype, for
