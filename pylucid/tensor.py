@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from pylucid import modes
 from pylucid.backends.base import Backend
 from pylucid.dtypes import DType, as_dtype, default_float
 from pylucid.graph import engine
-from pylucid.graph.grad_mode import is_grad_enabled, is_inference_mode_enabled
+from pylucid.graph.grad_mode import is_grad_enabled
 from pylucid.graph.node import (
     AccumulateGrad,
     Node,
@@ -92,9 +93,11 @@ class Tensor:
         dtype: DType,
         requires_grad: bool = False,
         shape: tuple[int, ...] | None = None,
+        inference: bool | None = None,
     ) -> Tensor:
         """Wrap backend storage (no copy). Internal: ops and factories call it; ``shape``,
-        where the caller knows it, saves asking the backend."""
+        where the caller knows it, saves asking the backend, and ``inference``, whether
+        inference mode is on (:attr:`DispatchPlan.inference`), reading the thread's modes."""
         self = object.__new__(cls)
         self._storage = storage
         self._backend = backend
@@ -112,7 +115,7 @@ class Tensor:
         self._hooks: list[Callable[[Tensor], Tensor | None]] | tuple[()] = ()
         self._post_accumulate_hooks: list[Callable[[Tensor], None]] | tuple[()] = ()
         self._retains_grad = False
-        self._is_inference = is_inference_mode_enabled()
+        self._is_inference = modes.state.inference if inference is None else inference
         if requires_grad:
             self.requires_grad_(True)
         return self

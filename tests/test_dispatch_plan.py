@@ -1,10 +1,12 @@
 """The per-op fast path: dispatch plans and lifted numbers are cached, and a cached decision
 is never applied where a fresh one would differ (autocast, number types, parameter types,
-signed zeros, inference mode), nor kept for a call that failed."""
+signed zeros, grad, inference and anomaly mode, the thread), nor kept for a call that
+failed."""
 
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -19,6 +21,51 @@ def test_a_plan_depends_on_the_autocast_state(device) -> None:
     with pl.autocast(dtype=pl.bfloat16):
         assert (a @ a).dtype is pl.bfloat16
     assert (a @ a).dtype is pl.float32
+
+
+def test_a_plan_depends_on_grad_inference_and_anomaly_mode(device) -> None:
+    w = pl.tensor([2.0], device=device, requires_grad=True)
+    for _ in range(2):  # each mode's plan made, then taken from the cache
+        assert (w * 3.0).grad_fn is not None
+        with pl.no_grad():
+            assert (w * 3.0).grad_fn is None
+        with pl.inference_mode():
+            y = w * 3.0
+            assert y.grad_fn is None and y._is_inference
+        assert not (w * 3.0)._is_inference
+        with pl.graph.detect_anomaly():
+            assert (w * 3.0).grad_fn.creation_site is not None
+        assert not hasattr((w * 3.0).grad_fn, "creation_site")
+        with pl.set_grad_enabled(False):
+            assert (w * 3.0).grad_fn is None
+        assert (w * 3.0).grad_fn is not None
+
+
+def test_modes_are_per_thread_and_restored(device) -> None:
+    """A thread inside no_grad and autocast blocks leaves another thread's ops recording in
+    float32, and every block restores the modes it found."""
+    w = pl.ones(2, 2, device=device, requires_grad=True)
+    before = pl.modes.state.modes
+    inside, release = threading.Event(), threading.Event()
+    seen = {}
+
+    def worker() -> None:
+        with pl.no_grad(), pl.autocast(dtype=pl.bfloat16):
+            y = w @ w
+            seen["worker"] = (y.grad_fn, y.dtype)
+            inside.set()
+            release.wait(10)
+        seen["after"] = pl.modes.state.modes
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert inside.wait(10)
+    y = w @ w  # while the worker is inside its blocks
+    release.set()
+    thread.join()
+    assert y.grad_fn is not None and y.dtype is pl.float32
+    assert seen["worker"] == (None, pl.bfloat16)
+    assert seen["after"] is before and pl.modes.state.modes is before
 
 
 def test_a_plan_depends_on_the_types_of_numbers_and_parameters(device) -> None:

@@ -8,28 +8,17 @@ turns autocast off inside an enclosing block.
 
 from __future__ import annotations
 
-import threading
 from contextlib import ContextDecorator
 
+from pylucid import modes
 from pylucid.dtypes import DType, as_dtype, bfloat16
 
 __all__ = ["autocast", "autocast_dtype"]
 
 
-class _State(threading.local):
-    """Each thread's stack of autocast dtypes (None: an ``enabled=False`` block)."""
-
-    def __init__(self) -> None:
-        self.stack: list[DType | None] = []
-
-
-_local = _State()
-
-
 def autocast_dtype() -> DType | None:
     """The dtype of the innermost enabled autocast block of this thread, or None."""
-    stack = _local.stack
-    return stack[-1] if stack else None
+    return modes.state.modes.autocast
 
 
 class autocast(ContextDecorator):  # noqa: N801  (named like torch.autocast)
@@ -63,8 +52,8 @@ class autocast(ContextDecorator):  # noqa: N801  (named like torch.autocast)
         self.enabled = bool(enabled)
 
     def __enter__(self) -> autocast:
-        _local.stack.append(self.dtype if self.enabled else None)
+        modes.push_autocast(self.dtype if self.enabled else None)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        _local.stack.pop()
+        modes.pop_autocast()

@@ -4,23 +4,14 @@ its forward op was called."""
 from __future__ import annotations
 
 import functools
-import threading
 import traceback
 from contextlib import ContextDecorator
 from pathlib import Path
 from typing import Any
 
+from pylucid import modes
+
 __all__ = ["AnomalyError", "creation_site", "detect_anomaly", "in_package", "is_anomaly_enabled"]
-
-
-class _State(threading.local):
-    """Each thread's anomaly mode (off by default in every thread)."""
-
-    def __init__(self) -> None:
-        self.enabled = False
-
-
-_local = _State()
 
 
 class AnomalyError(RuntimeError):
@@ -29,7 +20,7 @@ class AnomalyError(RuntimeError):
 
 def is_anomaly_enabled() -> bool:
     """Whether :func:`detect_anomaly` is active in this thread."""
-    return _local.enabled
+    return modes.state.anomaly
 
 
 class detect_anomaly(ContextDecorator):  # noqa: N801  (named like torch.autograd's)
@@ -41,12 +32,11 @@ class detect_anomaly(ContextDecorator):  # noqa: N801  (named like torch.autogra
         self._previous: list[bool] = []
 
     def __enter__(self) -> detect_anomaly:
-        self._previous.append(is_anomaly_enabled())
-        _local.enabled = True
+        self._previous.append(modes.set_anomaly_enabled(True))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        _local.enabled = self._previous.pop()
+        modes.set_anomaly_enabled(self._previous.pop())
 
 
 #: The directory of the pylucid package: its frames are left out of creation sites (a user's

@@ -1,9 +1,11 @@
-"""Grad mode: whether ops record backward nodes. Thread-local, on by default."""
+"""Grad mode: whether ops record backward nodes. Thread-local, on by default (the flags
+live in :mod:`pylucid.modes`, which ops read)."""
 
 from __future__ import annotations
 
-import threading
 from contextlib import ContextDecorator
+
+from pylucid import modes
 
 __all__ = [
     "enable_grad",
@@ -15,31 +17,14 @@ __all__ = [
 ]
 
 
-class _State(threading.local):
-    """Each thread's grad mode (defaults set per thread, so reads are plain attributes)."""
-
-    def __init__(self) -> None:
-        self.enabled = True
-        self.inference = False
-
-
-_local = _State()
-
-
 def is_grad_enabled() -> bool:
     """Whether ops run now record nodes for backward (per thread)."""
-    return _local.enabled
-
-
-def _set(mode: bool) -> None:
-    _local.enabled = mode
+    return modes.state.grad_enabled
 
 
 def swap_grad_mode(mode: bool) -> bool:
-    """Set grad mode to ``mode``; return the previous mode (for the engine's hot loop)."""
-    previous = _local.enabled
-    _local.enabled = mode
-    return previous
+    """Set grad mode to ``mode``; return the previous mode."""
+    return modes.set_grad_enabled(mode)
 
 
 class _GradMode(ContextDecorator):
@@ -51,11 +36,10 @@ class _GradMode(ContextDecorator):
         self._previous: list[bool] = []
 
     def __enter__(self) -> None:
-        self._previous.append(is_grad_enabled())
-        _set(self.mode)
+        self._previous.append(modes.set_grad_enabled(self.mode))
 
     def __exit__(self, *exc_info: object) -> None:
-        _set(self._previous.pop())
+        modes.set_grad_enabled(self._previous.pop())
 
 
 class no_grad(_GradMode):  # noqa: N801  (named like PyTorch's)
@@ -82,8 +66,7 @@ class set_grad_enabled(_GradMode):  # noqa: N801
     def __init__(self, mode: bool) -> None:
         super().__init__()
         self.mode = bool(mode)
-        self._previous.append(is_grad_enabled())
-        _set(self.mode)
+        self._previous.append(modes.set_grad_enabled(self.mode))
 
     def __enter__(self) -> None:
         """The mode was already set by the constructor."""
@@ -91,7 +74,7 @@ class set_grad_enabled(_GradMode):  # noqa: N801
 
 def is_inference_mode_enabled() -> bool:
     """Whether this thread is inside :class:`inference_mode`."""
-    return _local.inference
+    return modes.state.inference
 
 
 class inference_mode(_GradMode):  # noqa: N801  (named like torch.inference_mode)
@@ -107,9 +90,8 @@ class inference_mode(_GradMode):  # noqa: N801  (named like torch.inference_mode
 
     def __enter__(self) -> None:
         super().__enter__()
-        self._previous_inference.append(is_inference_mode_enabled())
-        _local.inference = True
+        self._previous_inference.append(modes.set_inference(True))
 
     def __exit__(self, *exc_info: object) -> None:
-        _local.inference = self._previous_inference.pop()
+        modes.set_inference(self._previous_inference.pop())
         super().__exit__(*exc_info)

@@ -20,13 +20,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pylucid.amp.autocast import autocast_dtype
 from pylucid.backends.base import Backend, Shape
 from pylucid.backends.half import reads_half_natively
 from pylucid.dtypes import DType, default_float, float32, promote_tiers, promote_types
-from pylucid.graph.anomaly import creation_site, is_anomaly_enabled
-from pylucid.graph.grad_mode import is_grad_enabled
+from pylucid.graph.anomaly import creation_site
 from pylucid.graph.node import NOTHING_SAVED, Node, SavedValues
+from pylucid.modes import state as thread_state
 from pylucid.ops.schema import OpSchema, register_op, resolve_dtypes
 from pylucid.tensor import Tensor
 
@@ -169,9 +168,10 @@ def _weakened(
 
 class DispatchPlan:
     """What :meth:`Op.apply` decides from the inputs' backends, dtypes and shapes (and the
-    op's parameters and the autocast state) before it runs the op: computed once per
-    combination by :func:`dispatch_plan`, so that a repeated call - a training loop's -
-    only casts, dispatches and wraps.
+    op's parameters and the thread's :class:`~pylucid.modes.Modes`: grad, inference and
+    anomaly mode, the autocast dtype) before it runs the op: computed once per combination
+    by :func:`dispatch_plan`, so that a repeated call - a training loop's - only casts,
+    dispatches and wraps.
 
     Attributes
     ----------
@@ -193,7 +193,14 @@ class DispatchPlan:
     result_cast : DType or None
         The dtype the dispatched storage is cast to, or None.
     differentiable : bool
-        Whether a node may be recorded (the op has a gradient and a floating output).
+        Whether the op has a gradient here (it has one, and a floating output).
+    records : bool
+        Whether a node is recorded where an input requires grad: ``differentiable`` in grad
+        mode.
+    inference : bool
+        Whether the result is an inference tensor (made in inference mode).
+    anomaly : bool
+        Whether a recorded node keeps where its op was called (anomaly detection).
     check_allocation : bool
         Whether the backend must check the output fits before the op runs (MLX).
     input_shapes, input_dtypes : tuple
@@ -221,6 +228,9 @@ class DispatchPlan:
         "casts_any",
         "result_cast",
         "differentiable",
+        "records",
+        "inference",
+        "anomaly",
         "check_allocation",
         "input_shapes",
         "input_dtypes",
@@ -269,6 +279,9 @@ class DispatchPlan:
         self.backend, self.target = backend, target
         self.dtype, self.run_dtype, self.result_dtype = dtype, run_dtype, result_dtype
         self.differentiable = schema.differentiable and result_dtype.is_floating_point
+        modes = thread_state.modes
+        self.records = self.differentiable and modes.grad_enabled
+        self.inference, self.anomaly = modes.inference, modes.anomaly
         self.check_allocation = target.allocates_lazily and not cls.returns_view
         self.plain_grads = all(
             [
@@ -328,20 +341,21 @@ def dispatch_plan(cls: type[Op], inputs: Sequence[Tensor], params: dict[str, Any
     """The :class:`DispatchPlan` of a call of ``cls`` on ``inputs`` with ``params``, from the
     cache where the call's signature was planned before.
 
-    The signature is everything the plan is a function of: the op, the autocast dtype, each
-    input's backend, dtype, shape and whether it is a lifted Python number, and the
-    parameters, each with its type (``exponent=2`` and ``exponent=2.0`` plan differently).
+    The signature is everything the plan is a function of: the op, the thread's modes (one
+    interned object), each input's backend, dtype, shape and whether it is a lifted Python
+    number, and the parameters, each with its type (``exponent=2`` and ``exponent=2.0`` plan
+    differently).
     Invalid calls raise while planning and leave nothing in the cache.
     """
     if len(inputs) == 1:  # (the common arities spelled out: a tuple built at once is cheapest)
         (a,) = inputs
-        key = (cls, autocast_dtype(), a._backend, a._dtype, a._shape, a._wrapped)
+        key = (cls, thread_state.modes, a._backend, a._dtype, a._shape, a._wrapped)
     elif len(inputs) == 2:
         a, b = inputs
-        key = (cls, autocast_dtype(), a._backend, a._dtype, a._shape, a._wrapped,
+        key = (cls, thread_state.modes, a._backend, a._dtype, a._shape, a._wrapped,
                b._backend, b._dtype, b._shape, b._wrapped)  # fmt: skip
     else:
-        key = (cls, autocast_dtype())
+        key = (cls, thread_state.modes)
         for t in inputs:
             key += (t._backend, t._dtype, t._shape, t._wrapped)
     if params:
@@ -517,14 +531,21 @@ class Op(Node):
                 t._storage if cast is None else backend.cast(t._storage, cast)
                 for t, cast in zip(inputs, plan.casts)
             ]
+        elif len(inputs) == 1:  # (the common arities spelled out: list(map(...)) costs
+            storages = (inputs[0]._storage,)  # four times as much for one or two inputs)
+        elif len(inputs) == 2:
+            a, b = inputs
+            storages = (a._storage, b._storage)
         else:
-            storages = list(map(_STORAGE, inputs))
+            storages = tuple(map(_STORAGE, inputs))
         out = None if plan.run is None else plan.run(*storages)  # (the bound compiled loop)
         if out is None:
             out = cls.dispatch(backend, *storages, shape=plan.shape, dtype=plan.run_dtype, **params)
         result_storage = out if plan.result_cast is None else backend.cast(out, plan.result_cast)
-        result = Tensor._make(result_storage, plan.target, plan.result_dtype, shape=plan.shape)
-        if plan.differentiable and is_grad_enabled():
+        result = Tensor._make(
+            result_storage, plan.target, plan.result_dtype, False, plan.shape, plan.inference
+        )
+        if plan.records:
             for t in inputs:
                 if t._requires_grad:
                     node = cls.__new__(cls)
@@ -579,7 +600,7 @@ class Op(Node):
             # (one shared tuple per pattern: a node's own would be one more object for the
             # cyclic collector to count, whose passes a program of tiny ops pays for)
             self.next_edges, self.needs_input_grad = edges, _NEEDS.setdefault(needs, needs)
-        if is_anomaly_enabled():  # where the op was called, for anomaly reports
+        if plan.anomaly:  # where the op was called, for anomaly reports
             self.creation_site = creation_site()
 
     def _saved_values(
