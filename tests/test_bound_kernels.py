@@ -247,14 +247,16 @@ def test_softmax_family_backward_runner_matches_general_path(primitive, dtype, s
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shapes", [((1,), ()), ((3, 4), (3, 4)), ((3, 4), (4,)), ((5,), (1,)),
                                     ((2, 3, 2), (3, 2)), ((40000,), (40000,))])  # fmt: skip
-@pytest.mark.parametrize("op", ["mul", "div", "sub", "tanh", "sigmoid", "neg"])
+@pytest.mark.parametrize("op", ["mul", "div", "sub", "tanh", "sigmoid", "neg", "log2", "log10"])
 def test_grad_formulas_through_bound_runners_match_the_primitive(op, dtype, shapes):
-    """A grad formula's primitive through its bound runner (``Op.run_primitive``) gives the
-    bits of the backend's primitive, on every call, and so does a gradient of another
-    layout (Fortran-ordered), which the runners decline."""
+    """A grad formula's primitive through its bound runner (``Op.run_primitive``; the log
+    family's with its ln b parameters) gives the bits of the backend's primitive, on every
+    call, and so does a gradient of another layout (Fortran-ordered), which the runners
+    decline."""
     rng = np.random.default_rng(7)
-    a, b = (pl.tensor((rng.standard_normal(s) * 2).astype(dtype), requires_grad=True)
-            for s in shapes)  # fmt: skip
+    logarithm = op.startswith("log")
+    a, b = (pl.tensor(np.abs(v) if logarithm else v, requires_grad=True)
+            for v in ((rng.standard_normal(s) * 2).astype(dtype) for s in shapes))  # fmt: skip
     y = getattr(pl, op)(a, b) if op in BINARY_NAMES else getattr(pl, op)(a)
     node, be, shape = y.grad_fn, y._backend, y.shape
     g = rng.standard_normal(shape).astype(dtype)
@@ -271,6 +273,10 @@ def test_grad_formulas_through_bound_runners_match_the_primitive(op, dtype, shap
     elif op in ("sub", "neg"):
         expected = (g, be.neg(g, shape, dt)) if op == "sub" else (be.neg(g, shape, dt),)
         primitive = "neg"
+    elif logarithm:
+        (x_saved,) = saved
+        expected = (be.log_base_backward(x_saved, g, node.ln_base, node.ln_base_lo, shape, dt),)
+        primitive = "log_base_backward"
     else:
         expected = (getattr(be, f"{op}_backward")(*saved, g, shape, dt),)
         primitive = f"{op}_backward"
@@ -283,7 +289,7 @@ def test_grad_formulas_through_bound_runners_match_the_primitive(op, dtype, shap
                 continue
             assert r.shape == e.shape and r.dtype == e.dtype and r.tobytes() == e.tobytes()
     runners = [run for key, run in op_base._GRAD_RUNS.items()  # (this node's signatures)
-               if key[:2] == (be, primitive) and key[3:] == (shape, dt)]  # fmt: skip
+               if key[:2] == (be, primitive) and key[3:5] == (shape, dt)]  # fmt: skip
     assert runners and (shapes[0] != shapes[1] or all(run is not None for run in runners))
     if len(y.shape) > 1:
         fortran = np.asfortranarray(g)

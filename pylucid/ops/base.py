@@ -132,8 +132,8 @@ def bound_primitive(
     return bind(primitive, input_shapes, input_dtypes, shape, dtype, **params)
 
 
-#: (backend, primitive, operand shapes, output shape, dtype) -> the backend's runner of a
-#: gradient's primitive bound to that signature, or None where it binds none
+#: (backend, primitive, operand shapes, output shape, dtype, parameters) -> the backend's
+#: runner of a gradient's primitive bound to that signature, or None where it binds none
 #: (:meth:`Op.run_primitive`); emptied at :data:`PLAN_CACHE_SIZE` entries.
 _GRAD_RUNS: dict[tuple, Callable[..., Any] | None] = {}
 
@@ -646,27 +646,39 @@ class Op(Node):
             f"create_graph=True cannot differentiate through {self.schema_v1.name}"
         )
 
-    def run_primitive(self, primitive: str, operands: tuple[Any, ...], shapes: tuple) -> Any:
-        """``backend.<primitive>(*operands, shape, dtype)`` with this node's output shape
-        and compute dtype, for a grad formula: through the backend's runner bound to the
-        signature where it has one (:func:`bound_primitive`, planned once per signature as
-        a forward is: a training loop runs each formula at every step), else the primitive.
+    def run_primitive(
+        self,
+        primitive: str,
+        operands: tuple[Any, ...],
+        shapes: tuple,
+        params: tuple[tuple[str, Any], ...] = (),
+    ) -> Any:
+        """``backend.<primitive>(*operands, *values, shape, dtype)`` with this node's output
+        shape and compute dtype, for a grad formula: through the backend's runner bound to
+        the signature where it has one (:func:`bound_primitive`, planned once per signature
+        as a forward is: a training loop runs each formula at every step), else the
+        primitive. ``params``: the primitive's scalar parameters as ``(name, value)`` pairs
+        in its order, constants of the op (part of the signature: a class attribute, so
+        that its hash is all it costs).
 
         ``shapes`` are the operands' shapes, known from the node (the incoming gradient has
         the output's, a saved input its input's): the runner is chosen by them, and reads
         its operands without looking at their shapes again. The operands are storages in
         the compute dtype; a runner declines (None) any of another dtype or layout."""
         backend, shape, dtype = self.backend, self.shape, self.dtype
-        key = (backend, primitive, shapes, shape, dtype)
+        key = (backend, primitive, shapes, shape, dtype, params)
         run = _GRAD_RUNS.get(key, False)
         if run is False:
             if len(_GRAD_RUNS) >= PLAN_CACHE_SIZE:
                 _GRAD_RUNS.clear()
             dtypes = (dtype,) * len(shapes)
-            run = bound_primitive(backend, primitive, shapes, dtypes, shape, dtype, {})
+            run = bound_primitive(backend, primitive, shapes, dtypes, shape, dtype, dict(params))
             _GRAD_RUNS[key] = run
         out = None if run is None else run(*operands)
-        return getattr(backend, primitive)(*operands, shape, dtype) if out is None else out
+        if out is None:
+            values = dict(params).values()
+            return getattr(backend, primitive)(*operands, *values, shape, dtype)
+        return out
 
     def backward_graph(self, grad: Tensor) -> tuple[Tensor | None, ...]:
         if grad.dtype is not self.dtype:

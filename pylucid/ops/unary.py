@@ -120,7 +120,9 @@ class LogBase(PointwiseOp):
 
     .. math:: \frac{\partial L}{\partial x} = \frac{g}{x \ln b}
 
-    one fused primitive ``be.log_base_backward(x, g, ln_base, ln_base_lo, shape, dtype)``,
+    one fused primitive ``be.log_base_backward(x, g, ln_base, ln_base_lo, shape, dtype)``
+    (run through :meth:`~pylucid.ops.base.Op.run_primitive`, the ln b pair a constant of the
+    member),
     :math:`\ln b` given as a float64 literal (``ln_base``, the nearest float64) plus the
     float64 remainder (``ln_base_lo``). On the numba backend the quotient is correctly
     rounded (float64: an FMA-compensated float64 division; float32: a float32 division and
@@ -133,11 +135,18 @@ class LogBase(PointwiseOp):
     base: ClassVar[float]
     ln_base: ClassVar[float]
     ln_base_lo: ClassVar[float]
+    #: ``ln_base`` and ``ln_base_lo`` as the parameters of ``log_base_backward``.
+    _ln_params: ClassVar[tuple[tuple[str, float], ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "ln_base" in cls.__dict__:
+            cls._ln_params = (("ln_base", cls.ln_base), ("ln_base_lo", cls.ln_base_lo))
 
     def grad_formula(self, g: Any) -> tuple[Any]:
-        be, x = self.backend, self.saved["x"]
-        lo = self.ln_base_lo
-        return (be.log_base_backward(x, g, self.ln_base, lo, self.shape, self.dtype),)
+        shapes = (self.shape, self.shape)
+        operands = (self.saved["x"], g)
+        return (self.run_primitive("log_base_backward", operands, shapes, self._ln_params),)
 
     def grad_graph(self, g: Tensor) -> tuple[Tensor]:
         # (g / ln b) / x: x ln b overflows for x near float64's largest (log10 of 1e308 gave

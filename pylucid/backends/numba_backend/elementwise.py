@@ -25,7 +25,7 @@ import numpy as np
 from pylucid.backends.base import Shape
 from pylucid.backends.half import handles_halves
 from pylucid.backends.numba_backend.core import _operand, compute_dtype, elementwise_primitive
-from pylucid.backends.numba_backend.runners import direct
+from pylucid.backends.numba_backend.runners import bindable, bound_loop, direct
 from pylucid.dtypes import DType
 from pylucid.kernels import elementwise_math as k
 from pylucid.kernels.loops import ElementwiseKernel, elementwise
@@ -71,6 +71,27 @@ UNARY_KERNELS: dict[str, tuple[Callable, Callable | None]] = {
 _LOG_BASE_GRAD = elementwise(k.log_base_grad, arity=3, heavy=True)
 #: (ln b, its float64 remainder) -> the pair as float64 scalars, the kernel's operand.
 _LN_PAIRS: dict[tuple[float, float], tuple[np.float64, np.float64]] = {}
+
+
+def _ln_pair(ln_base: float, ln_base_lo: float) -> tuple[np.float64, np.float64]:
+    pair = _LN_PAIRS.get((ln_base, ln_base_lo))
+    if pair is None:
+        pair = _LN_PAIRS[ln_base, ln_base_lo] = (np.float64(ln_base), np.float64(ln_base_lo))
+    return pair
+
+
+def _bind_log_base_backward(
+    input_shapes: tuple[Shape, ...],
+    input_dtypes: tuple[DType, ...],
+    shape: Shape,
+    dtype: DType,
+    ln_base: float,
+    ln_base_lo: float,
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray | None] | None:
+    """``log_base_backward``'s loop bound to a signature, its ln b pair fixed (a grad
+    formula binds it through :meth:`~pylucid.ops.base.Op.run_primitive`)."""
+    param = _ln_pair(ln_base, ln_base_lo)
+    return bound_loop(_LOG_BASE_GRAD, input_shapes, input_dtypes, shape, dtype, param)
 _LEAKY_RELU = elementwise(k.leaky_relu, arity=2)
 _LEAKY_RELU_GRAD = elementwise(k.leaky_relu_grad, arity=3)
 _ELU = elementwise(k.elu, arity=2, heavy=True)
@@ -160,15 +181,13 @@ class NumbaElementwise:
         )
 
     @handles_halves
+    @bindable(_bind_log_base_backward)
     def log_base_backward(self, x, g, ln_base: float, ln_base_lo: float, shape, dtype):
         """Fused ``g / (x ln b)`` with ln b = ``ln_base + ln_base_lo`` (float64 high and low
         parts), correctly rounded: float64 by an FMA-compensated float64 quotient, float32
         (and the half dtypes, computed in float32) by a float32 quotient and one Markstein
         correction (see :func:`pylucid.kernels.elementwise_math.log_base_grad`)."""
-        ln_b = _LN_PAIRS.get((ln_base, ln_base_lo))
-        if ln_b is None:
-            ln_b = _LN_PAIRS[ln_base, ln_base_lo] = (np.float64(ln_base), np.float64(ln_base_lo))
-        return self._fused(_LOG_BASE_GRAD, x, g, ln_b, shape, dtype)
+        return self._fused(_LOG_BASE_GRAD, x, g, _ln_pair(ln_base, ln_base_lo), shape, dtype)
 
     @handles_halves
     def leaky_relu(self, a, negative_slope: float, shape, dtype):

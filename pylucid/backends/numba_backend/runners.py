@@ -68,12 +68,17 @@ def bound_loop(
     input_dtypes: Sequence[DType],
     shape: Shape,
     dtype: DType,
+    param: Any = None,
 ) -> Callable[..., np.ndarray | None] | None:
     """The loop of ``kernel`` bound to one call signature, as :meth:`NumbaCore._bind` gives
     it, or None where that signature needs the general path of ``_nary``: half dtypes,
     inputs of another dtype than ``dtype``, broadcasts other than one operand of the output's
-    trailing shape against another of its shape (:func:`_periodic_runner`), no elements, or
-    AVX-512 log2 on arrays.
+    trailing shape against another of its shape (:func:`_periodic_runner`; not with a
+    ``param``), no elements, or AVX-512 log2 on arrays.
+
+    ``param``, where given, is a fixed argument of the loop between the operands and the
+    output, exactly as the general path passes it (``_fused``'s parameter tuple: the log
+    family's ln b): the runner passes it at every call.
 
     The runner takes the storages and returns the output, or None where a storage is not of
     ``dtype`` or an array operand not C-contiguous, aligned and writeable (``flags.carray``:
@@ -94,7 +99,7 @@ def bound_loop(
     broadcast = [s != shape and math.prod(s) != 1 for s in input_shapes]
     if any(broadcast):
         periodic = _periodic_operand(input_shapes, broadcast, shape)
-        if periodic is None or not isinstance(kernel, ElementwiseKernel):
+        if periodic is None or not isinstance(kernel, ElementwiseKernel) or param is not None:
             return None
         return _periodic_runner(kernel, periodic, shape, numpy_dtype)
     ones = tuple(math.prod(s) == 1 for s in input_shapes)  # (the operands given as scalars)
@@ -106,7 +111,10 @@ def bound_loop(
         call = kernel._parallel
     else:  # compiled (or loaded from the cache) now, for the types the runner passes
         samples = [numpy_dtype.type(0) if one else np.empty(1, numpy_dtype) for one in ones]
-        call = entry_point(kernel._serial, (*samples, np.empty(1, numpy_dtype)))
+        fixed = () if param is None else (param,)
+        call = entry_point(kernel._serial, (*samples, *fixed, np.empty(1, numpy_dtype)))
+    if param is not None:
+        call = _with_param(call, param, len(ones))
     allocate = np.empty if count < memory._SMALL_COUNT else memory.empty
     # A one-element operand is read at its only index; an array goes flat.
     indices = [(0,) * len(s) if one else None for s, one in zip(input_shapes, ones)]
@@ -170,6 +178,21 @@ def bound_loop(
         return out
 
     return run
+
+
+def _with_param(loop: Callable[..., None], param: Any, arity: int) -> Callable[..., None]:
+    """``loop`` of ``arity`` operands called with ``param`` between them and the output."""
+    if arity == 2:  # (the fused backward kernels; spelled out, as the runners are)
+
+        def call_2(a: Any, b: Any, out: np.ndarray) -> None:
+            loop(a, b, param, out)
+
+        return call_2
+
+    def call(*args: Any) -> None:
+        loop(*args[:-1], param, args[-1])
+
+    return call
 
 
 def bound_in_place(
