@@ -76,9 +76,9 @@ def bound_loop(
     trailing shape against another of its shape (:func:`_periodic_runner`; not with a
     ``param``), no elements, or AVX-512 log2 on arrays.
 
-    ``param``, where given, is a fixed argument of the loop between the operands and the
-    output, exactly as the general path passes it (``_fused``'s parameter tuple: the log
-    family's ln b): the runner passes it at every call.
+    ``param``, where given, is a fixed argument of the loop between its two operands and
+    the output, exactly as the general path passes it (``_fused``'s parameter tuple: the log
+    family's ln b): the runner passes it at every call. Other arities are not bound.
 
     The runner takes the storages and returns the output, or None where a storage is not of
     ``dtype`` or an array operand not C-contiguous, aligned and writeable (``flags.carray``:
@@ -103,6 +103,8 @@ def bound_loop(
             return None
         return _periodic_runner(kernel, periodic, shape, numpy_dtype)
     ones = tuple(math.prod(s) == 1 for s in input_shapes)  # (the operands given as scalars)
+    if param is not None and len(ones) != 2:  # (a parameter only for the fused backward loops)
+        return None
     if isinstance(kernel, Log2Kernel):
         if log2_avx512.AVAILABLE and not all(ones):  # arrays take the AVX-512 kernel
             return None
@@ -114,7 +116,7 @@ def bound_loop(
         fixed = () if param is None else (param,)
         call = entry_point(kernel._serial, (*samples, *fixed, np.empty(1, numpy_dtype)))
     if param is not None:
-        call = _with_param(call, param, len(ones))
+        call = _with_param(call, param)
     allocate = np.empty if count < memory._SMALL_COUNT else memory.empty
     # A one-element operand is read at its only index; an array goes flat.
     indices = [(0,) * len(s) if one else None for s, one in zip(input_shapes, ones)]
@@ -180,17 +182,11 @@ def bound_loop(
     return run
 
 
-def _with_param(loop: Callable[..., None], param: Any, arity: int) -> Callable[..., None]:
-    """``loop`` of ``arity`` operands called with ``param`` between them and the output."""
-    if arity == 2:  # (the fused backward kernels; spelled out, as the runners are)
+def _with_param(loop: Callable[..., None], param: Any) -> Callable[..., None]:
+    """``loop`` of two operands called with ``param`` between them and the output."""
 
-        def call_2(a: Any, b: Any, out: np.ndarray) -> None:
-            loop(a, b, param, out)
-
-        return call_2
-
-    def call(*args: Any) -> None:
-        loop(*args[:-1], param, args[-1])
+    def call(a: Any, b: Any, out: np.ndarray) -> None:
+        loop(a, b, param, out)
 
     return call
 
