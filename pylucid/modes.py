@@ -9,8 +9,7 @@ of a ``threading.local`` attribute costs about as much as a small function call;
 four of them.)
 
 :mod:`pylucid.graph.grad_mode`, :mod:`pylucid.graph.anomaly` and :mod:`pylucid.amp.autocast`
-own the public switches and change the modes only through the setters here, which keep
-``state.modes`` in step with the flags.
+own the public switches and change the modes only through the setters here.
 """
 
 from __future__ import annotations
@@ -69,56 +68,56 @@ def _interned(grad_enabled: bool, inference: bool, anomaly: bool, autocast: Any)
 
 
 class _State(threading.local):
-    """Each thread's flags (defaults set per thread, so reads are plain attributes) and the
-    :class:`Modes` they make."""
+    """Each thread's :class:`Modes` (the default set per thread, so reads are plain
+    attributes) and the autocast blocks it is in."""
 
     def __init__(self) -> None:
-        self.grad_enabled = True
-        self.inference = False
-        self.anomaly = False
+        self.modes = _interned(True, False, False, None)
         #: Autocast dtypes of the enclosing blocks, innermost last (None: ``enabled=False``).
         self.autocast_stack: list[Any] = []
-        self.modes = _interned(True, False, False, None)
-
-    def refresh(self) -> None:
-        stack = self.autocast_stack
-        self.modes = _interned(
-            self.grad_enabled, self.inference, self.anomaly, stack[-1] if stack else None
-        )
 
 
-#: This thread's modes: read ``state.modes`` (or a flag) freely; change them with the setters.
+#: This thread's modes: read ``state.modes`` freely; change them with the setters.
 state = _State()
+
+
+#: The fields' positions in ``Modes.__slots__``, for :func:`_swap`.
+_GRAD, _INFERENCE, _ANOMALY, _AUTOCAST = range(4)
+
+
+def _swap(field: int, value: Any) -> Any:
+    """Make ``state.modes`` the modes whose ``field`` (its position in ``Modes.__slots__``)
+    is ``value``; return the field's old value."""
+    current = state.modes
+    fields = [current.grad_enabled, current.inference, current.anomaly, current.autocast]
+    previous, fields[field] = fields[field], value
+    state.modes = _interned(*fields)
+    return previous
 
 
 def set_grad_enabled(enabled: bool) -> bool:
     """Set grad mode; return the previous one."""
-    previous, state.grad_enabled = state.grad_enabled, bool(enabled)
-    state.refresh()
-    return previous
+    return _swap(_GRAD, bool(enabled))
 
 
 def set_inference(inference: bool) -> bool:
     """Set inference mode (the tensors it makes; grad mode is set apart); return the previous."""
-    previous, state.inference = state.inference, bool(inference)
-    state.refresh()
-    return previous
+    return _swap(_INFERENCE, bool(inference))
 
 
 def set_anomaly_enabled(enabled: bool) -> bool:
     """Set anomaly detection; return the previous setting."""
-    previous, state.anomaly = state.anomaly, bool(enabled)
-    state.refresh()
-    return previous
+    return _swap(_ANOMALY, bool(enabled))
 
 
 def push_autocast(dtype: Any) -> None:
     """Enter an autocast block of ``dtype`` (None: a block with ``enabled=False``)."""
     state.autocast_stack.append(dtype)
-    state.refresh()
+    _swap(_AUTOCAST, dtype)
 
 
 def pop_autocast() -> None:
     """Leave the innermost autocast block."""
-    state.autocast_stack.pop()
-    state.refresh()
+    stack = state.autocast_stack
+    stack.pop()
+    _swap(_AUTOCAST, stack[-1] if stack else None)

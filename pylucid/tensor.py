@@ -115,7 +115,7 @@ class Tensor:
         self._hooks: list[Callable[[Tensor], Tensor | None]] | tuple[()] = ()
         self._post_accumulate_hooks: list[Callable[[Tensor], None]] | tuple[()] = ()
         self._retains_grad = False
-        self._is_inference = modes.state.inference if inference is None else inference
+        self._is_inference = modes.state.modes.inference if inference is None else inference
         if requires_grad:
             self.requires_grad_(True)
         return self

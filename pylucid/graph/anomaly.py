@@ -20,7 +20,7 @@ class AnomalyError(RuntimeError):
 
 def is_anomaly_enabled() -> bool:
     """Whether :func:`detect_anomaly` is active in this thread."""
-    return modes.state.anomaly
+    return modes.state.modes.anomaly
 
 
 class detect_anomaly(ContextDecorator):  # noqa: N801  (named like torch.autograd's)

@@ -1,5 +1,5 @@
-"""Grad mode: whether ops record backward nodes. Thread-local, on by default (the flags
-live in :mod:`pylucid.modes`, which ops read)."""
+"""Grad mode: whether ops record backward nodes. Thread-local, on by default (kept in
+:mod:`pylucid.modes`, which ops read)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ __all__ = [
 
 def is_grad_enabled() -> bool:
     """Whether ops run now record nodes for backward (per thread)."""
-    return modes.state.grad_enabled
+    return modes.state.modes.grad_enabled
 
 
 def swap_grad_mode(mode: bool) -> bool:
@@ -74,7 +74,7 @@ class set_grad_enabled(_GradMode):  # noqa: N801
 
 def is_inference_mode_enabled() -> bool:
     """Whether this thread is inside :class:`inference_mode`."""
-    return modes.state.inference
+    return modes.state.modes.inference
 
 
 class inference_mode(_GradMode):  # noqa: N801  (named like torch.inference_mode)

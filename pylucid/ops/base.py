@@ -192,11 +192,9 @@ class DispatchPlan:
         Whether any input is cast.
     result_cast : DType or None
         The dtype the dispatched storage is cast to, or None.
-    differentiable : bool
-        Whether the op has a gradient here (it has one, and a floating output).
     records : bool
-        Whether a node is recorded where an input requires grad: ``differentiable`` in grad
-        mode.
+        Whether a node is recorded where an input requires grad: the op has a gradient and
+        a floating output, in grad mode.
     inference : bool
         Whether the result is an inference tensor (made in inference mode).
     anomaly : bool
@@ -227,7 +225,6 @@ class DispatchPlan:
         "casts",
         "casts_any",
         "result_cast",
-        "differentiable",
         "records",
         "inference",
         "anomaly",
@@ -278,9 +275,9 @@ class DispatchPlan:
         self.result_cast = None if result_dtype is cls.result_dtype(run_dtype) else result_dtype
         self.backend, self.target = backend, target
         self.dtype, self.run_dtype, self.result_dtype = dtype, run_dtype, result_dtype
-        self.differentiable = schema.differentiable and result_dtype.is_floating_point
         modes = thread_state.modes
-        self.records = self.differentiable and modes.grad_enabled
+        differentiable = schema.differentiable and result_dtype.is_floating_point
+        self.records = differentiable and modes.grad_enabled
         self.inference, self.anomaly = modes.inference, modes.anomaly
         self.check_allocation = target.allocates_lazily and not cls.returns_view
         self.plain_grads = all(
@@ -676,7 +673,7 @@ class Op(Node):
             _GRAD_RUNS[key] = run
         out = None if run is None else run(*operands)
         if out is None:
-            values = dict(params).values()
+            values = [value for _, value in params]
             return getattr(backend, primitive)(*operands, *values, shape, dtype)
         return out
 
