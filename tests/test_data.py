@@ -4,6 +4,8 @@ each backend, with PyTorch's loader as the oracle for lengths and collated struc
 from __future__ import annotations
 
 import collections
+import itertools
+import tracemalloc
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -307,6 +309,76 @@ def test_weighted_and_batch_samplers() -> None:
         BatchSampler(range(3), 0, False)
     with pytest.raises(ValueError, match="drop_last should be a boolean value"):
         BatchSampler(range(3), 2, drop_last=None)
+
+
+def _peak_bytes(work: Any) -> tuple[Any, int]:
+    """``work()``'s result and the peak of the memory traced while it ran (NumPy reports its
+    arrays' buffers to tracemalloc)."""
+    tracemalloc.start()
+    try:
+        result = work()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_infinite_samplers_draw_lazily_in_constant_memory() -> None:
+    def seeded() -> Generator:
+        return Generator().manual_seed(4)
+
+    huge = 10**12  # 8 TB of int64 if drawn at once
+    samplers = [
+        RandomSampler(range(10), replacement=True, num_samples=huge, generator=seeded()),
+        RandomSampler(range(10), num_samples=huge, generator=seeded()),  # permutation chain
+        WeightedRandomSampler([1.0, 0.0, 3.0], huge, generator=seeded()),
+    ]
+    assert [len(s) for s in samplers] == [huge] * 3
+    assert len(BatchSampler(samplers[0], 64, drop_last=False)) == huge // 64
+    for sampler in samplers:
+        heads, peak = _peak_bytes(lambda s=sampler: list(itertools.islice(s, 1000)))
+        assert len(heads) == 1000 and peak < 1 << 20, (type(sampler).__name__, peak)
+
+
+def test_infinite_loader_yields_its_first_batch_at_once() -> None:
+    """makemore's InfiniteDataLoader: a RandomSampler with replacement and num_samples=1e10."""
+    ds = _dataset("cpu", 10)
+
+    def loader() -> DataLoader:
+        sampler = RandomSampler(
+            ds, replacement=True, num_samples=int(1e10), generator=Generator().manual_seed(0)
+        )
+        return DataLoader(ds, batch_size=4, sampler=sampler)
+
+    assert len(loader()) == int(1e10) // 4
+    _, first = next(iter(loader()))  # loads the gather kernels before memory is traced
+    (_, labels), peak = _peak_bytes(lambda: next(iter(loader())))
+    assert labels.tolist() == first.tolist() and peak < 1 << 20
+
+
+def test_lazy_draws_repeat_with_the_seed_however_far_they_go() -> None:
+    def draws(make: Any, num_samples: int, count: int) -> list[int]:
+        return list(itertools.islice(make(num_samples, Generator().manual_seed(5)), count))
+
+    def with_replacement(num_samples: int, g: Generator) -> RandomSampler:
+        return RandomSampler(range(7), replacement=True, num_samples=num_samples, generator=g)
+
+    def permutations(num_samples: int, g: Generator) -> RandomSampler:
+        return RandomSampler(range(5), num_samples=num_samples, generator=g)
+
+    def weighted(num_samples: int, g: Generator) -> WeightedRandomSampler:
+        return WeightedRandomSampler([0.5, 2.0, 0.0, 1.0], num_samples, generator=g)
+
+    for make in (with_replacement, permutations, weighted):
+        far = draws(make, 10**12, 500)
+        # a shorter sampler (45: a chunk and a part of one) yields the same first indices
+        assert draws(make, 45, 500) == far[:45], make.__name__
+        assert draws(make, 10**12, 100) == far[:100]
+    chained = draws(permutations, 10**12, 15)
+    assert all(sorted(chained[i : i + 5]) == list(range(5)) for i in (0, 5, 10))
+    sampler = with_replacement(10**12, Generator().manual_seed(5))
+    first, second = (list(itertools.islice(sampler, 100)) for _ in range(2))
+    assert first != second  # each iteration (epoch) draws anew from the generator
+    assert 2 not in draws(weighted, 10**12, 1000)  # a zero weight is never drawn
 
 
 # -- DataLoader -----------------------------------------------------------------------------

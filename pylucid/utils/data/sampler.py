@@ -5,6 +5,12 @@ The random samplers draw from their ``generator`` (:data:`pylucid.default_genera
 None) when an iteration starts, so :func:`pylucid.manual_seed` or a seeded
 :class:`pylucid.Generator` makes the order reproducible, and each iteration (epoch) draws
 anew.
+
+They draw lazily: indices with replacement come :data:`DRAW_CHUNK` at a time (as PyTorch's
+samplers draw), and a permutation is turned into Python ints a block at a time, so an
+"infinite" sampler (``RandomSampler(ds, replacement=True, num_samples=10**10)``) yields its
+first index at once, in constant memory, and a seed gives the same sequence however far it
+is iterated.
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ __all__ = [
 
 T_co = TypeVar("T_co", covariant=True)
 
+#: How many indices a sampler with replacement draws from its generator at a time.
+DRAW_CHUNK = 32
+#: How many elements of a drawn permutation are turned into Python ints at a time.
+_INT_BLOCK = 4096
+
 
 def _check_generator(op: str, generator: Any) -> None:
     if generator is not None and not isinstance(generator, Generator):
@@ -49,6 +60,13 @@ def _non_negative_int(op: str, name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError(f"{op}: {name} should be a non-negative integer, but got {name}={value!r}")
     return int(value)
+
+
+def _python_ints(array: np.ndarray) -> Iterator[int]:
+    """The elements of a 1-d integer array as Python ints, converted a block at a time (a
+    list of them all would take several times the array's memory)."""
+    for start in range(0, len(array), _INT_BLOCK):
+        yield from array[start : start + _INT_BLOCK].tolist()
 
 
 def _check_bool(op: str, name: str, value: Any, error: type[Exception]) -> None:
@@ -96,8 +114,10 @@ class RandomSampler(Sampler[int]):
     replacement : bool
         Draw ``num_samples`` indices independently (with repeats) instead of permuting.
     num_samples : int, optional
-        How many indices per iteration (default ``len(data_source)``); without
-        replacement, more than the length repeats whole permutations, then part of one.
+        How many indices per iteration (default ``len(data_source)``); with replacement
+        they are drawn :data:`DRAW_CHUNK` at a time, so ``num_samples=10**10`` is an
+        "infinite" sampler that costs nothing up front; without replacement, more than the
+        length chains fresh permutations (each drawn when reached), then part of one.
     generator : Generator, optional
         Draws the order. Without one, each iteration seeds a private generator from
         :data:`pylucid.default_generator` (as PyTorch does), so that other draws during an
@@ -144,12 +164,13 @@ class RandomSampler(Sampler[int]):
         else:
             source = self.generator.numpy_generator()
         if self.replacement:
-            yield from source.integers(0, n, size=count).tolist()
+            for start in range(0, count, DRAW_CHUNK):
+                yield from source.integers(0, n, size=min(DRAW_CHUNK, count - start)).tolist()
             return
         for _ in range(count // n):
-            yield from source.permutation(n).tolist()
+            yield from _python_ints(source.permutation(n))
         if count % n:
-            yield from source.permutation(n)[: count % n].tolist()
+            yield from _python_ints(source.permutation(n)[: count % n])
 
     def __len__(self) -> int:
         return self.num_samples
@@ -167,7 +188,7 @@ class SubsetRandomSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         order = draw_source(self.generator, "SubsetRandomSampler").permutation(len(self.indices))
         indices = self.indices
-        for position in order.tolist():
+        for position in _python_ints(order):
             yield indices[position]
 
     def __len__(self) -> int:
@@ -185,8 +206,10 @@ class WeightedRandomSampler(Sampler[int]):
     num_samples : int
         How many indices per iteration.
     replacement : bool
-        Draw with repeats (default); without, ``num_samples`` must not exceed the number of
-        non-zero weights.
+        Draw with repeats (default), by inverting the weights' cumulative distribution at
+        uniform draws, :data:`DRAW_CHUNK` at a time (the method of
+        ``numpy.random.Generator.choice``, without its memory: ``num_samples`` may be
+        huge); without, ``num_samples`` must not exceed the number of non-zero weights.
     generator : Generator, optional
         Draws the indices (default: :data:`pylucid.default_generator`).
     """
@@ -223,13 +246,19 @@ class WeightedRandomSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         source = draw_source(self.generator, "WeightedRandomSampler")
-        drawn = source.choice(
-            len(self.weights),
-            size=self.num_samples,
-            replace=self.replacement,
-            p=self.weights / self.weights.sum(),
-        )
-        return iter(drawn.tolist())
+        probabilities = self.weights / self.weights.sum()
+        if not self.replacement:  # at most len(weights) indices: drawn at once
+            drawn = source.choice(
+                len(self.weights), size=self.num_samples, replace=False, p=probabilities
+            )
+            yield from _python_ints(drawn)
+            return
+        cdf = np.cumsum(probabilities)
+        cdf /= cdf[-1]
+        count = self.num_samples
+        for start in range(0, count, DRAW_CHUNK):
+            uniform = source.random(min(DRAW_CHUNK, count - start))
+            yield from cdf.searchsorted(uniform, side="right").tolist()
 
     def __len__(self) -> int:
         return self.num_samples
@@ -354,15 +383,11 @@ class DistributedSampler(Sampler[int]):
         n = len(self.dataset)
         if self.shuffle:
             source = Generator().manual_seed(self.seed + self.epoch).numpy_generator()
-            indices = source.permutation(n).tolist()
+            order = source.permutation(n)
         else:
-            indices = list(range(n))
-        if self.drop_last:
-            indices = indices[: self.total_size]
-        else:
-            padding = self.total_size - len(indices)
-            indices += (indices * math.ceil(padding / max(len(indices), 1)))[:padding]
-        return iter(indices[self.rank : self.total_size : self.num_replicas])
+            order = np.arange(n)
+        # np.resize cuts the order to total_size, or pads it by repeating it from the start.
+        return _python_ints(np.resize(order, self.total_size)[self.rank :: self.num_replicas])
 
     def __len__(self) -> int:
         return self.num_samples
