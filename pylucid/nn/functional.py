@@ -69,6 +69,7 @@ __all__ = [
     "one_hot",
     "pad",
     "relu",
+    "scaled_dot_product_attention",
     "sigmoid",
     "silu",
     "smooth_l1_loss",
@@ -369,3 +370,151 @@ def _pad_constant(x: Tensor, axis: int, before: int, after: int, value: float) -
     if not before and not after:
         return x
     return concatenate([parts[0], x, parts[1]], axis=axis)
+
+
+def _constant_mask(like: Tensor, values: np.ndarray) -> Tensor:
+    """A bool tensor of ``values`` on ``like``'s backend."""
+    be = like._backend
+    return Tensor._make(be.from_numpy(values, bool_), be, bool_)
+
+
+def _attention_mask(op: str, attn_mask: Tensor, scores: Tensor) -> Tensor:
+    """``scores`` with ``attn_mask`` applied: a bool mask keeps the positions that are True
+    and sets the others to -inf, a float mask is added (cast to the scores' dtype)."""
+    require_tensor(op, "attn_mask", attn_mask)
+    try:
+        shape = np.broadcast_shapes(attn_mask.shape, scores.shape)
+    except ValueError:
+        shape = None
+    if shape != scores.shape:
+        raise ValueError(
+            f"{op}: attn_mask of shape {attn_mask.shape} does not broadcast to the attention "
+            f"weights' shape {scores.shape} (..., L, S)"
+        )
+    if attn_mask.dtype is bool_:
+        return where(attn_mask, scores, float("-inf"))
+    if not attn_mask.dtype.is_floating_point:
+        raise TypeError(
+            f"{op}: attn_mask must be a bool mask (True: take part) or a float mask (added to "
+            f"the scores), got {attn_mask.dtype.name}"
+        )
+    return scores + (attn_mask if attn_mask.dtype is scores.dtype else attn_mask.to(scores.dtype))
+
+
+def _safe_softmax(scores: Tensor) -> Tensor:
+    """``softmax`` over the last axis, with zeros (and a zero gradient) for rows whose
+    scores are all -inf, where softmax would give nan: PyTorch's ``scaled_dot_product_attention``
+    rule for a query that may attend to nothing."""
+    empty = (scores == float("-inf")).all(dim=-1, keepdim=True)
+    return where(empty, 0.0, softmax(where(empty, 0.0, scores), -1))
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
+    r"""Attention :math:`\operatorname{softmax}(s\, Q K^T + M)\, V`, as
+    ``torch.nn.functional.scaled_dot_product_attention``.
+
+    A composition of differentiable ops (``matmul``, ``where``, ``softmax``, ``dropout``), so
+    its gradients of every order are theirs and it runs on every backend.
+
+    Parameters
+    ----------
+    query : Tensor
+        ``(..., L, E)``.
+    key : Tensor
+        ``(..., S, E)``; its leading dimensions broadcast with the query's.
+    value : Tensor
+        ``(..., S, Ev)``.
+    attn_mask : Tensor, optional
+        Broadcastable to ``(..., L, S)``: bool (True: the key takes part; False: its score is
+        -inf) or floating (added to the scores; float32 or the query's dtype).
+    dropout_p : float
+        Probability of zeroing each attention weight (the others scaled by
+        ``1 / (1 - dropout_p)``), drawn from the generator of :func:`pylucid.manual_seed`.
+        Applied whenever it is above 0, as in PyTorch: pass 0 in evaluation.
+    is_causal : bool
+        Query ``i`` attends to keys ``j <= i`` (the lower triangle of ``(L, S)``, aligned at
+        the top left); excludes ``attn_mask``.
+    scale : float, optional
+        :math:`s`; ``1 / sqrt(E)`` by default.
+    enable_gqa : bool
+        Grouped-query attention: the query's heads (dimension -3) share the key's and
+        value's fewer heads, each key head serving ``Hq / Hk`` consecutive query heads.
+
+    Returns
+    -------
+    Tensor
+        ``(..., L, Ev)``. A query whose every score is -inf (all its keys masked) gets
+        zeros, as in PyTorch, not nan.
+    """
+    op = "scaled_dot_product_attention"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        require_tensor(op, name, t)
+    if min(query.ndim, key.ndim, value.ndim) < 2:
+        raise ValueError(
+            f"{op}: expected query, key and value of at least 2 dimensions, got shapes "
+            f"{query.shape}, {key.shape} and {value.shape}"
+        )
+    same = query.dtype is key.dtype and key.dtype is value.dtype
+    if not same or not query.dtype.is_floating_point:
+        raise TypeError(
+            f"{op}: query, key and value must have one floating dtype, got "
+            f"{query.dtype.name}, {key.dtype.name} and {value.dtype.name}"
+        )
+    if key.shape[-1] != query.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"{op}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev), got "
+            f"{query.shape}, {key.shape} and {value.shape}"
+        )
+    if attn_mask is not None and is_causal:
+        raise RuntimeError(
+            f"{op}: attn_mask should not be set when is_causal=True (is_causal is the lower "
+            f"triangular mask; give one or the other)"
+        )
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}")
+    if enable_gqa:
+        key, value = _grouped_heads(op, query, key), _grouped_heads(op, query, value)
+    if scale is None:
+        scale = 1.0 / float(np.sqrt(query.shape[-1])) if query.shape[-1] else 1.0
+    scores = (query * scale) @ key.mT
+    if is_causal:
+        rows, columns = scores.shape[-2:]
+        lower = np.tril(np.ones((rows, columns), dtype=bool))
+        scores = where(_constant_mask(scores, lower), scores, float("-inf"))
+        weights = softmax(scores, -1)  # row i keeps key 0: no row is empty
+    elif attn_mask is not None:
+        weights = _safe_softmax(_attention_mask(op, attn_mask, scores))
+    else:
+        weights = softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value
+
+
+def _grouped_heads(op: str, query: Tensor, x: Tensor) -> Tensor:
+    """``x``'s heads (dimension -3) repeated to the query's count, each ``Hq / Hk`` times in
+    a row (grouped-query attention)."""
+    if min(query.ndim, x.ndim) < 3:
+        raise ValueError(
+            f"{op}: enable_gqa needs heads at dimension -3, got shapes {query.shape} and {x.shape}"
+        )
+    heads, groups = query.shape[-3], x.shape[-3]
+    if groups == 0 or heads % groups:
+        raise ValueError(
+            f"{op}: with enable_gqa the key's and value's number of heads ({groups}) must "
+            f"divide the query's ({heads})"
+        )
+    if heads == groups:
+        return x
+    be = x._backend
+    positions = np.repeat(np.arange(groups), heads // groups)
+    return index_select(x, x.ndim - 3, Tensor._make(be.from_numpy(positions, int64), be, int64))
