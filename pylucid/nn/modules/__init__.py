@@ -5,6 +5,7 @@ from pylucid.nn.modules.activation import (
     GELU,
     LeakyReLU,
     LogSoftmax,
+    MultiheadAttention,
     ReLU,
     Sigmoid,
     SiLU,
@@ -28,13 +29,14 @@ from pylucid.nn.modules.loss import (
 from pylucid.nn.modules.module import Module
 from pylucid.nn.modules.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from pylucid.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from pylucid.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from pylucid.nn.modules.sparse import Embedding
 
 __all__ = [
-    "ELU", "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss",
-    "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss", "Dropout",
-    "Embedding", "Flatten", "Identity", "L1Loss", "LayerNorm", "LeakyReLU", "Linear",
-    "LogSoftmax", "MSELoss", "MaxPool2d", "Module", "ModuleDict", "ModuleList", "NLLLoss",
-    "ReLU", "SiLU", "Sequential", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh",
-    "Unflatten",
+    "ELU", "GELU", "GRU", "LSTM", "RNN", "AdaptiveAvgPool2d", "AvgPool2d", "BCELoss",
+    "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss",
+    "Dropout", "Embedding", "Flatten", "GRUCell", "Identity", "L1Loss", "LSTMCell", "LayerNorm",
+    "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "Module", "ModuleDict",
+    "ModuleList", "MultiheadAttention", "NLLLoss", "RNNCell", "ReLU", "SiLU", "Sequential",
+    "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten",
 ]  # fmt: skip

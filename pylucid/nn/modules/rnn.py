@@ -1,0 +1,532 @@
+"""Recurrent layers, as in ``torch.nn``: ``RNN``, ``LSTM``, ``GRU`` and their one-step cells
+``RNNCell``, ``LSTMCell``, ``GRUCell``.
+
+Each step is a composition of ops (``matmul``, ``sigmoid``, ``tanh``, ``relu``, ``split``,
+``stack``), so the gradients of every order are the ops' and every backend runs them. The
+parameters have PyTorch's names, shapes, gate orders and initialisation,
+:math:`U(-1/\\sqrt{H}, 1/\\sqrt{H})`, so a PyTorch ``state_dict`` loads.
+
+The time loop runs in Python, one step after the other. Each step reads its input as a
+slice, whose gradient (when the input needs one) is a zero-filled array of the whole input:
+a backward of ``L`` steps costs ``L`` such arrays, which is cheap beside the products for
+sequences up to a few hundred steps.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from pylucid.factories import empty, zeros
+from pylucid.nn import functional as F  # noqa: N812  (PyTorch's idiom)
+from pylucid.nn import init
+from pylucid.nn.modules.module import Module
+from pylucid.nn.parameter import Parameter
+from pylucid.ops import relu, sigmoid, tanh
+from pylucid.ops.shape import concatenate, stack
+from pylucid.tensor import Tensor
+
+__all__ = ["GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNBase", "RNNCell", "RNNCellBase"]
+
+#: Gates per recurrent kind, stacked in this order in the weights (PyTorch's).
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _kind(op: str, nonlinearity: str) -> str:
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"{op}: unknown nonlinearity {nonlinearity!r}; select 'tanh' or 'relu'")
+    return "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+
+
+def _rnn_step(
+    mode: str, x: Tensor, h: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None,
+    b_hh: Tensor | None,
+) -> Tensor:  # fmt: skip
+    r""":math:`h' = \phi(W_{ih} x + b_{ih} + W_{hh} h + b_{hh})`, :math:`\phi` = tanh or relu."""
+    gates = F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh)
+    return tanh(gates) if mode == "RNN_TANH" else relu(gates)
+
+
+def _lstm_step(
+    x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None,
+    b_hh: Tensor | None, w_hr: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    r"""One LSTM step, gates in the order i, f, g, o:
+    :math:`c' = \sigma(f) c + \sigma(i) \tanh(g)`, :math:`h' = \sigma(o) \tanh(c')`, then
+    :math:`h' W_{hr}^T` with a projection."""
+    gates = F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh)
+    i, f, g, o = gates.split(c.shape[-1], dim=-1)
+    c = sigmoid(f) * c + sigmoid(i) * tanh(g)
+    h = sigmoid(o) * tanh(c)
+    return (h if w_hr is None else h @ w_hr.mT), c
+
+
+def _gru_step(
+    x: Tensor, h: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None, b_hh: Tensor | None
+) -> Tensor:
+    r"""One GRU step, gates in the order r, z, n: :math:`r = \sigma(W_{ir} x + b_{ir} +
+    W_{hr} h + b_{hr})`, :math:`z` alike, :math:`n = \tanh(W_{in} x + b_{in} + r (W_{hn} h +
+    b_{hn}))`, :math:`h' = (1 - z) n + z h`."""
+    size = h.shape[-1]
+    x_r, x_z, x_n = F.linear(x, w_ih, b_ih).split(size, dim=-1)
+    h_r, h_z, h_n = F.linear(h, w_hh, b_hh).split(size, dim=-1)
+    r = sigmoid(x_r + h_r)
+    z = sigmoid(x_z + h_z)
+    n = tanh(x_n + r * h_n)
+    return n + z * (h - n)
+
+
+def _check_size(op: str, label: str, x: Tensor, expected: tuple[int, ...]) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {label} must be a Tensor, got {type(x).__name__}")
+    if x.shape != expected:
+        raise ValueError(f"{op}: expected {label} of shape {expected}, got {x.shape}")
+
+
+class RNNBase(Module):
+    """The layers of :class:`RNN`, :class:`LSTM` and :class:`GRU` (``mode`` is
+    ``"RNN_TANH"``, ``"RNN_RELU"``, ``"LSTM"`` or ``"GRU"``): their parameters, checks and
+    the loop over layers, directions and time steps.
+
+    The parameters of layer ``k`` are ``weight_ih_l{k}`` ``(G H, in)``, ``weight_hh_l{k}``
+    ``(G H, H_out)``, ``bias_ih_l{k}`` and ``bias_hh_l{k}`` ``(G H,)`` (``G`` gates;
+    ``in`` is ``input_size`` for the first layer, ``D H_out`` after it), with the suffix
+    ``_reverse`` for the backward direction, and ``weight_hr_l{k}`` ``(proj_size, H)`` for
+    an LSTM with a projection (``H_out = proj_size``).
+    """
+
+    def __init__(
+        self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
+        bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+        bidirectional: bool = False, proj_size: int = 0, device: str | None = None,
+        dtype: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        name = "RNN" if mode.startswith("RNN") else mode
+        if mode not in _GATES:
+            raise ValueError(f"RNNBase: unknown mode {mode!r}; expected one of {list(_GATES)}")
+        sizes = {"input_size": input_size, "hidden_size": hidden_size, "num_layers": num_layers}
+        for label, value in sizes.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name}: {label} must be an int, got {value!r}")
+        if hidden_size <= 0 or num_layers <= 0:
+            raise ValueError(
+                f"{name}: hidden_size and num_layers must be greater than 0, got "
+                f"hidden_size={hidden_size} and num_layers={num_layers}"
+            )
+        if isinstance(dropout, bool) or not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{name}: dropout must be a number in [0, 1], got {dropout!r}")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(
+                f"{name}: dropout acts between recurrent layers, after all but the last, so a "
+                f"non-zero dropout expects num_layers greater than 1, but got dropout={dropout} "
+                f"and num_layers={num_layers}",
+                stacklevel=3,
+            )
+        if proj_size < 0 or (proj_size and proj_size >= hidden_size):
+            raise ValueError(
+                f"{name}: proj_size must be 0 (none) or a positive int smaller than "
+                f"hidden_size={hidden_size}, got {proj_size}"
+            )
+        if proj_size and mode != "LSTM":
+            raise ValueError(f"{name}: proj_size is only an LSTM's argument")
+        self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
+        self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, proj_size
+        kind = {"device": device, **({"dtype": dtype} if dtype is not None else {})}
+        gate_size = _GATES[mode] * hidden_size
+        out_size = proj_size or hidden_size
+        directions = 2 if bidirectional else 1
+        self._flat_weights_names: list[str] = []
+        self._all_weights: list[list[str]] = []
+        for layer in range(num_layers):
+            layer_input = input_size if layer == 0 else out_size * directions
+            for direction in range(directions):
+                suffix = f"_l{layer}" + ("_reverse" if direction else "")
+                shapes = [
+                    ("weight_ih", (gate_size, layer_input)),
+                    ("weight_hh", (gate_size, out_size)),
+                ]
+                if bias:
+                    shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
+                if proj_size:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
+                names = [label + suffix for label, _ in shapes]
+                for param_name, (_, shape) in zip(names, shapes):
+                    setattr(self, param_name, Parameter(empty(*shape, **kind)))
+                self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
+        self.reset_parameters()
+
+    @property
+    def all_weights(self) -> list[list[Parameter]]:
+        """The parameters of each layer and direction, in PyTorch's order."""
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
+
+    def reset_parameters(self) -> None:
+        """Draw every parameter from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as
+        PyTorch."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for weight in self.parameters():
+            init.uniform_(weight, -bound, bound)
+
+    def flatten_parameters(self) -> None:
+        """Nothing to do: PyTorch packs the weights into one buffer for cuDNN; pylucid's
+        parameters are used as they are."""
+
+    def _layer_weights(self, layer: int, direction: int) -> tuple[Tensor | None, ...]:
+        """``(w_ih, w_hh, b_ih, b_hh, w_hr)`` of one layer and direction (None where absent)."""
+        suffix = f"_l{layer}" + ("_reverse" if direction else "")
+        return tuple(
+            getattr(self, label + suffix, None)
+            for label in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
+        )
+
+    def _check_input(self, input: Tensor) -> bool:  # noqa: A002
+        """Whether ``input`` is batched; raise where its rank or width is wrong."""
+        name = type(self).__name__
+        if type(input).__name__ == "PackedSequence":
+            raise NotImplementedError(
+                f"{name}: PackedSequence inputs are not supported by pylucid; pass the padded "
+                f"batch (nn.utils.rnn.pad_sequence) and read each sequence's outputs up to its "
+                f"length (h_n then holds the state after the padding, not after the last step)"
+            )
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{name}: expected input to be 2-d or 3-d, got {input.ndim}-d")
+        if input.shape[-1] != self.input_size:
+            raise ValueError(
+                f"{name}: input.size(-1) must be equal to input_size. Expected "
+                f"{self.input_size}, got {input.shape[-1]}"
+            )
+        if not input.shape[1 if self.batch_first and input.ndim == 3 else 0]:
+            raise ValueError(f"{name}: the input sequence has no time steps (shape {input.shape})")
+        return input.ndim == 3
+
+    def _initial(
+        self, label: str, hx: Tensor | None, batched: bool, batch: int, size: int, like: Tensor
+    ) -> Tensor:
+        """An initial state ``(D num_layers, N, size)`` (zeros when ``hx`` is None)."""
+        layers = self.num_layers * (2 if self.bidirectional else 1)
+        if hx is None:
+            return zeros(layers, batch, size, dtype=like.dtype, device=like.device)
+        name = type(self).__name__
+        if not isinstance(hx, Tensor):
+            raise TypeError(f"{name}: {label} must be a Tensor, got {type(hx).__name__}")
+        if hx.ndim != (3 if batched else 2):
+            raise ValueError(
+                f"{name}: for a {3 if batched else 2}-d input, {label} must be "
+                f"{3 if batched else 2}-d, got shape {hx.shape}"
+            )
+        expected = (layers, batch, size) if batched else (layers, size)
+        _check_size(name, label, hx, expected)
+        return hx if batched else hx.unsqueeze(1)
+
+    def _run(self, sequence: Tensor, states: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        """The loop: ``sequence`` ``(L, N, in)`` (or batch first), ``states`` each
+        ``(D num_layers, N, size)``; returns the output and the final ``states``."""
+        axis = 1 if self.batch_first else 0
+        steps = sequence.shape[axis]
+        xs = [sequence[:, t] if self.batch_first else sequence[t] for t in range(steps)]
+        directions = 2 if self.bidirectional else 1
+        finals: list[list[Tensor]] = [[] for _ in states]
+        for layer in range(self.num_layers):
+            if layer and self.training and self.dropout > 0:
+                xs = [F.dropout(x, self.dropout) for x in xs]
+            outputs = []
+            for direction in range(directions):
+                index = layer * directions + direction
+                state = [s[index] for s in states]
+                weights = self._layer_weights(layer, direction)
+                ys = []
+                for t in range(steps - 1, -1, -1) if direction else range(steps):
+                    state = self._step(xs[t], state, weights)
+                    ys.append(state[0])
+                outputs.append(ys[::-1] if direction else ys)
+                for kept, s in zip(finals, state):
+                    kept.append(s)
+            if directions == 1:
+                xs = outputs[0]
+            else:
+                xs = [concatenate([f, b], axis=-1) for f, b in zip(*outputs)]
+        return stack(xs, axis=axis), [stack(kept) for kept in finals]
+
+    def _step(
+        self, x: Tensor, state: list[Tensor], weights: tuple[Tensor | None, ...]
+    ) -> list[Tensor]:
+        w_ih, w_hh, b_ih, b_hh, w_hr = weights
+        if self.mode == "LSTM":
+            return list(_lstm_step(x, state[0], state[1], w_ih, w_hh, b_ih, b_hh, w_hr))
+        if self.mode == "GRU":
+            return [_gru_step(x, state[0], w_ih, w_hh, b_ih, b_hh)]
+        return [_rnn_step(self.mode, x, state[0], w_ih, w_hh, b_ih, b_hh)]
+
+    def _forward(
+        self, sequence: Tensor, hx: Tensor | None, cx: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """``(output, final states)`` for a batched or unbatched ``sequence``."""
+        batched = self._check_input(sequence)
+        if not batched:
+            sequence = sequence.unsqueeze(1)
+        batch = sequence.shape[0 if self.batch_first else 1]
+        out_size = self.proj_size or self.hidden_size
+        states = [self._initial("h0", hx, batched, batch, out_size, sequence)]
+        if self.mode == "LSTM":
+            states.append(self._initial("c0", cx, batched, batch, self.hidden_size, sequence))
+        output, finals = self._run(sequence, states)
+        if not batched:
+            return output.squeeze(1), [s.squeeze(1) for s in finals]
+        return output, finals
+
+    def extra_repr(self) -> str:
+        text = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            text += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            text += f", num_layers={self.num_layers}"
+        if not self.bias:
+            text += ", bias=False"
+        if self.batch_first:
+            text += ", batch_first=True"
+        if self.dropout:
+            text += f", dropout={self.dropout}"
+        if self.bidirectional:
+            text += ", bidirectional=True"
+        return text
+
+
+class RNN(RNNBase):
+    r"""Elman RNN: :math:`h_t = \phi(x_t W_{ih}^T + b_{ih} + h_{t-1} W_{hh}^T + b_{hh})` with
+    :math:`\phi` = tanh or relu, layer on layer, as ``torch.nn.RNN``.
+
+    Parameters
+    ----------
+    input_size, hidden_size : int
+        The widths of the input and of the hidden state.
+    num_layers : int
+        Stacked layers, each reading the one before.
+    nonlinearity : str
+        ``"tanh"`` or ``"relu"``.
+    bias : bool
+        Whether the layers have ``bias_ih`` and ``bias_hh``.
+    batch_first : bool
+        Input and output are ``(N, L, *)`` instead of ``(L, N, *)`` (the states stay
+        ``(D num_layers, N, H)``).
+    dropout : float
+        Dropout on each layer's output but the last, in training.
+    bidirectional : bool
+        A second direction reads the sequence backwards; outputs are concatenated.
+    device, dtype
+        Where the parameters live and their dtype (float32).
+
+    ``forward(input, hx=None)`` takes ``(L, N, input_size)`` (or unbatched ``(L,
+    input_size)``) and ``h0`` ``(D num_layers, N, H)`` (zeros if None) and returns
+    ``(output, h_n)``: the last layer's state at every step ``(L, N, D H)`` and the final
+    state of every layer and direction.
+    """
+
+    def __init__(
+        self, input_size: int, hidden_size: int, num_layers: int = 1,
+        nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+        dropout: float = 0.0, bidirectional: bool = False, device: str | None = None,
+        dtype: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            _kind("RNN", nonlinearity), input_size, hidden_size, num_layers, bias, batch_first,
+            dropout, bidirectional, 0, device, dtype,
+        )  # fmt: skip
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+        output, (h,) = self._forward(input, hx)
+        return output, h
+
+
+class GRU(RNNBase):
+    r"""Gated recurrent unit layers, as ``torch.nn.GRU``: gates r, z, n (in that order in
+    the weights), :math:`n_t = \tanh(W_{in} x_t + b_{in} + r_t (W_{hn} h_{t-1} + b_{hn}))`,
+    :math:`h_t = (1 - z_t) n_t + z_t h_{t-1}`.
+
+    Arguments, input and outputs as :class:`RNN` (without ``nonlinearity``):
+    ``forward(input, hx=None)`` returns ``(output, h_n)``.
+    """
+
+    def __init__(
+        self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+        batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+        device: str | None = None, dtype: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            "GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+            bidirectional, 0, device, dtype,
+        )  # fmt: skip
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+        output, (h,) = self._forward(input, hx)
+        return output, h
+
+
+class LSTM(RNNBase):
+    r"""Long short-term memory layers, as ``torch.nn.LSTM``: gates i, f, g, o (in that order
+    in the weights), :math:`c_t = \sigma(f_t) c_{t-1} + \sigma(i_t) \tanh(g_t)`,
+    :math:`h_t = \sigma(o_t) \tanh(c_t)`, projected by ``weight_hr_l{k}`` when
+    ``proj_size > 0`` (then ``h`` has ``proj_size`` features).
+
+    Arguments, input and outputs as :class:`RNN` (without ``nonlinearity``, with
+    ``proj_size``): ``forward(input, hx=None)`` takes ``hx = (h0, c0)`` and returns
+    ``(output, (h_n, c_n))``.
+    """
+
+    def __init__(
+        self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+        batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+        proj_size: int = 0, device: str | None = None, dtype: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            "LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
+            bidirectional, proj_size, device, dtype,
+        )  # fmt: skip
+
+    def forward(
+        self,
+        input: Tensor,  # noqa: A002
+        hx: tuple[Tensor, Tensor] | None = None,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
+            raise TypeError(f"LSTM: hx must be a tuple (h0, c0), got {type(hx).__name__}")
+        h0, c0 = (None, None) if hx is None else hx
+        output, (h, c) = self._forward(input, h0, c0)
+        return output, (h, c)
+
+
+class RNNCellBase(Module):
+    """One step of a recurrent layer: ``weight_ih`` ``(G H, input_size)``, ``weight_hh``
+    ``(G H, H)``, ``bias_ih`` and ``bias_hh`` ``(G H,)``, drawn from U(-1/sqrt(H),
+    1/sqrt(H)) as PyTorch's."""
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool, num_chunks: int,
+        device: str | None = None, dtype: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        name = type(self).__name__
+        if input_size < 0 or hidden_size <= 0:
+            raise ValueError(
+                f"{name}: expected input_size >= 0 and hidden_size > 0, got "
+                f"{input_size} and {hidden_size}"
+            )
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        kind = {"device": device, **({"dtype": dtype} if dtype is not None else {})}
+        self.weight_ih = Parameter(empty(num_chunks * hidden_size, input_size, **kind))
+        self.weight_hh = Parameter(empty(num_chunks * hidden_size, hidden_size, **kind))
+        if bias:
+            self.bias_ih = Parameter(empty(num_chunks * hidden_size, **kind))
+            self.bias_hh = Parameter(empty(num_chunks * hidden_size, **kind))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw every parameter from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for weight in self.parameters():
+            init.uniform_(weight, -bound, bound)
+
+    def _batched(self, input: Tensor) -> bool:  # noqa: A002
+        name = type(self).__name__
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{name}: expected input to be 1-d or 2-d, got {input.ndim}-d")
+        if input.shape[-1] != self.input_size:
+            raise ValueError(
+                f"{name}: input has {input.shape[-1]} features, expected "
+                f"input_size={self.input_size}"
+            )
+        return input.ndim == 2
+
+    def _state(self, label: str, hx: Tensor | None, input: Tensor) -> Tensor:  # noqa: A002
+        """The state ``(N, H)`` for a batched input (zeros if None), ``(1, H)`` unbatched."""
+        batch = input.shape[0] if input.ndim == 2 else 1
+        if hx is None:
+            return zeros(batch, self.hidden_size, dtype=input.dtype, device=input.device)
+        expected = input.shape[:-1] + (self.hidden_size,)
+        _check_size(type(self).__name__, label, hx, expected)
+        return hx if input.ndim == 2 else hx.unsqueeze(0)
+
+    def _weights(self) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        return self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+
+
+class RNNCell(RNNCellBase):
+    r"""One Elman step, :math:`h' = \phi(W_{ih} x + b_{ih} + W_{hh} h + b_{hh})`, as
+    ``torch.nn.RNNCell``; ``forward(input, hx=None)`` takes ``(N, input_size)`` (or
+    ``(input_size,)``) and ``h`` ``(N, H)`` (zeros if None) and returns ``h'``."""
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
+        device: str | None = None, dtype: Any = None,
+    ) -> None:  # fmt: skip
+        mode = _kind("RNNCell", nonlinearity)
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        self.nonlinearity, self._mode = nonlinearity, mode
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:  # noqa: A002
+        batched = self._batched(input)
+        x = input if batched else input.unsqueeze(0)
+        h = _rnn_step(self._mode, x, self._state("hx", hx, input), *self._weights())
+        return h if batched else h.squeeze(0)
+
+    def extra_repr(self) -> str:
+        text = super().extra_repr()
+        return text if self.nonlinearity == "tanh" else f"{text}, nonlinearity={self.nonlinearity}"
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step (see :class:`GRU`), as ``torch.nn.GRUCell``; ``forward(input,
+    hx=None)`` returns ``h'``."""
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device: str | None = None,
+        dtype: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:  # noqa: A002
+        batched = self._batched(input)
+        x = input if batched else input.unsqueeze(0)
+        h = _gru_step(x, self._state("hx", hx, input), *self._weights())
+        return h if batched else h.squeeze(0)
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step (see :class:`LSTM`), as ``torch.nn.LSTMCell``; ``forward(input,
+    hx=None)`` takes ``hx = (h, c)`` and returns ``(h', c')``."""
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device: str | None = None,
+        dtype: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(
+        self,
+        input: Tensor,  # noqa: A002
+        hx: tuple[Tensor, Tensor] | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        batched = self._batched(input)
+        if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
+            raise TypeError(f"LSTMCell: hx must be a tuple (h, c), got {type(hx).__name__}")
+        h, c = (None, None) if hx is None else hx
+        x = input if batched else input.unsqueeze(0)
+        h, c = _lstm_step(
+            x, self._state("h", h, input), self._state("c", c, input), *self._weights()
+        )
+        return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
