@@ -31,6 +31,13 @@ from pylucid.nn.modules.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from pylucid.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from pylucid.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from pylucid.nn.modules.sparse import Embedding
+from pylucid.nn.modules.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "ELU", "GELU", "GRU", "LSTM", "RNN", "AdaptiveAvgPool2d", "AvgPool2d", "BCELoss",
@@ -38,5 +45,7 @@ __all__ = [
     "Dropout", "Embedding", "Flatten", "GRUCell", "Identity", "L1Loss", "LSTMCell", "LayerNorm",
     "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "Module", "ModuleDict",
     "ModuleList", "MultiheadAttention", "NLLLoss", "RNNCell", "ReLU", "SiLU", "Sequential",
-    "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten",
+    "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Transformer",
+    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerEncoderLayer", "Unflatten",
 ]  # fmt: skip
