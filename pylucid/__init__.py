@@ -8,10 +8,25 @@
 tensor([-5.7708,  0.    ,  1.082 ])
 """
 
-from pylucid import amp, backends, graph, memory, nn, ops, optim, utils
+from pylucid import amp, backends, cuda, graph, memory, mps, nn, ops, optim, return_types, utils
 from pylucid.amp import autocast
+from pylucid.compat import refuse_attributes
 from pylucid.compiler import CaptureError, compile  # noqa: A004  (pl.compile, as torch.compile)
-from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
+from pylucid.device import device
+from pylucid.dtypes import (
+    DType,
+    bfloat16,
+    bool_,
+    finfo,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    iinfo,
+    int32,
+    int64,
+    set_default_dtype,
+)
 from pylucid.factories import (
     arange,
     empty,
@@ -25,8 +40,11 @@ from pylucid.factories import (
     ones,
     ones_like,
     rand,
+    rand_like,
     randint,
+    randint_like,
     randn,
+    randn_like,
     randperm,
     tensor,
     zeros,
@@ -49,6 +67,16 @@ from pylucid.graph import (
 )
 from pylucid.interop import asarray, from_dlpack
 from pylucid.kernels.parallel import get_num_threads, set_num_threads
+from pylucid.legacy_types import (
+    BFloat16Tensor,
+    BoolTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+)
+from pylucid.matmul_precision import get_float32_matmul_precision, set_float32_matmul_precision
 from pylucid.ops import FAMILIES as _OP_FAMILIES
 from pylucid.ops.activations import *  # noqa: F403
 from pylucid.ops.arithmetic import *  # noqa: F403
@@ -61,6 +89,7 @@ from pylucid.ops.gathering import *  # noqa: F403
 from pylucid.ops.indexing import *  # noqa: F403
 from pylucid.ops.linalg import *  # noqa: F403
 from pylucid.ops.logical import *  # noqa: F403
+from pylucid.ops.random import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.rounding import *  # noqa: F403
 from pylucid.ops.scan import *  # noqa: F403
@@ -69,10 +98,42 @@ from pylucid.ops.shape import *  # noqa: F403
 from pylucid.ops.softmax_family import *  # noqa: F403
 from pylucid.ops.sorting import *  # noqa: F403
 from pylucid.ops.unary import *  # noqa: F403
+from pylucid.printing import set_printoptions
 from pylucid.serialization import load, save
 from pylucid.tensor import Tensor
 
-bool = bool_  # noqa: A001  (pl.bool, as torch.bool)
+
+def is_tensor(obj: object) -> bool:
+    """Whether ``obj`` is a pylucid Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def numel(x: Tensor) -> int:
+    """The number of elements of ``x``."""
+    return x.numel()
+
+
+# PyTorch's dtype names (torch.float is float32, torch.int int32, torch.long int64, ...).
+bool = bool_  # noqa: A001
+float = float32  # noqa: A001
+double = float64
+half = float16
+int = int32  # noqa: A001
+long = int64
+
+refuse_attributes(
+    globals(),
+    {
+        name: f"pylucid has no {name} dtype; its dtypes are bool, int32, int64, float16, "
+        f"bfloat16, float32 and float64 (use int32 or int64 for integers)"
+        for name in ("uint8", "int8", "int16", "short", "uint16", "uint32", "uint64")
+    }
+    | {
+        name: "pylucid has no complex dtypes"
+        for name in ("complex64", "complex128", "cfloat", "cdouble", "complex32", "chalf")
+    }
+    | {"ByteTensor": "pylucid has no uint8 dtype: use pylucid.LongTensor / int64"},
+)
 
 __version__ = "0.1.0"
 
@@ -84,9 +145,16 @@ _PUBLIC_OPS = [
 ]  # (the families include logical and conversion: pl.any, pl.clone)
 
 __all__ = [
+    "BFloat16Tensor",
+    "BoolTensor",
     "CaptureError",
     "DType",
+    "DoubleTensor",
+    "FloatTensor",
     "Generator",
+    "HalfTensor",
+    "IntTensor",
+    "LongTensor",
     "Tensor",
     "amp",
     "autocast",
@@ -98,42 +166,63 @@ __all__ = [
     "backends",
     "bool",
     "compile",
+    "cuda",
     "default_generator",
+    "device",
+    "double",
     "empty",
     "empty_like",
     "enable_grad",
     "eye",
+    "finfo",
+    "float",
     "float32",
     "float64",
     "from_dlpack",
     "from_numpy",
     "full",
     "full_like",
+    "get_default_dtype",
+    "get_float32_matmul_precision",
     "get_num_threads",
     "get_rng_state",
     "graph",
+    "half",
+    "iinfo",
     "inference_mode",
     "initial_seed",
+    "int",
     "int32",
     "int64",
     "is_grad_enabled",
+    "is_tensor",
     "linspace",
     "load",
+    "long",
     "manual_seed",
     "memory",
+    "mps",
     "nn",
     "no_grad",
+    "numel",
     "ones",
     "ones_like",
     "ops",
     "rand",
+    "rand_like",
     "randint",
+    "randint_like",
     "randn",
+    "randn_like",
     "randperm",
+    "return_types",
     "save",
     "seed",
+    "set_default_dtype",
+    "set_float32_matmul_precision",
     "set_grad_enabled",
     "set_num_threads",
+    "set_printoptions",
     "set_rng_state",
     "tensor",
     "zeros",

@@ -8,11 +8,14 @@ meaning cannot be matched, it says so in one of two ways that the compatibility 
   from PyTorch's in a stated way (``torch.empty`` gives zeros, not garbage);
 - :func:`unsupported` makes a stand-in that raises :class:`NotImplementedError` naming the
   PyTorch name and what to write instead, so a program stops where it would otherwise get
-  a silently different answer.
+  a silently different answer;
+- :func:`refuse_attributes` makes a module answer a lookup of a name it lacks (a dtype
+  such as ``torch.uint8``) with an AttributeError saying what to use instead.
 
 >>> import pylucid as pl
->>> pl.Tensor.view.__torch_differs__
-'view(dtype) reinterpreting the bytes is not supported: it raises'
+>>> pl.uint8
+Traceback (most recent call last):
+AttributeError: module 'pylucid' has no attribute 'uint8': pylucid has no uint8 dtype; ...
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["differs", "unsupported", "torch_differs", "torch_unsupported"]
+__all__ = [
+    "differs",
+    "refuse_attributes",
+    "refused_attributes",
+    "torch_differs",
+    "torch_unsupported",
+    "unsupported",
+]
 
 T = TypeVar("T")
 
@@ -63,3 +73,24 @@ def torch_differs(obj: Any) -> str | None:
 def torch_unsupported(obj: Any) -> str | None:
     """What to write instead of ``obj`` where it is an :func:`unsupported` stand-in."""
     return getattr(obj, "__torch_unsupported__", None)
+
+
+def refuse_attributes(namespace: dict[str, Any], refused: dict[str, str]) -> None:
+    """Give the module whose globals are ``namespace`` a ``__getattr__`` that answers each
+    name of ``refused`` (PyTorch names it lacks) with an AttributeError carrying its advice;
+    the census reads them from ``__torch_refused__``."""
+    module = namespace["__name__"]
+    namespace["__torch_refused__"] = dict(refused)
+
+    def __getattr__(name: str) -> Any:  # noqa: N807  (the module hook's name)
+        advice = refused.get(name)
+        if advice is not None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}: {advice}")
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    namespace["__getattr__"] = __getattr__
+
+
+def refused_attributes(module: Any) -> dict[str, str]:
+    """The names ``module`` refuses with advice (:func:`refuse_attributes`), and the advice."""
+    return dict(getattr(module, "__torch_refused__", {}))

@@ -22,7 +22,7 @@ float64                                                    float64
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -37,7 +37,13 @@ __all__ = [
     "float32",
     "float64",
     "default_float",
+    "get_default_dtype",
+    "set_default_dtype",
+    "on_default_change",
+    "finfo",
+    "iinfo",
     "as_dtype",
+    "names_dtype",
     "promote_types",
     "promote_tiers",
     "result_type",
@@ -65,7 +71,17 @@ class DType:
         Whether the type is a 16-bit float (float16 or bfloat16).
     """
 
-    __slots__ = ("name", "numpy", "category", "itemsize", "is_floating_point", "is_half")
+    __slots__ = (
+        "name",
+        "numpy",
+        "category",
+        "itemsize",
+        "is_floating_point",
+        "is_half",
+        "is_signed",
+    )
+    #: PyTorch's flag: pylucid has no complex dtypes.
+    is_complex = False
 
     def __init__(self, name: str, numpy: np.dtype, category: int) -> None:
         # Plain attributes, not properties: ops read them on every call.
@@ -73,6 +89,7 @@ class DType:
         self.itemsize = numpy.itemsize
         self.is_floating_point = category == _FLOAT
         self.is_half = self.is_floating_point and self.itemsize == 2
+        self.is_signed = category != _BOOL
 
     def __repr__(self) -> str:
         return f"pylucid.{self.name}"
@@ -89,10 +106,62 @@ bfloat16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), _FLOAT)
 float32 = DType("float32", np.dtype(np.float32), _FLOAT)
 float64 = DType("float64", np.dtype(np.float64), _FLOAT)
 
+#: The dtype of Python floats in new tensors and of real-valued results of integer inputs;
+#: read at call time (``dtypes.default_float``), changed by :func:`set_default_dtype`.
 default_float = float32
 _ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
 _BY_NUMPY = {d.numpy: d for d in _ALL}
 _BY_NAME = {d.name: d for d in _ALL}
+#: What caches a default-dtype decision registers to be emptied when the default changes.
+_DEFAULT_LISTENERS: list[Callable[[], None]] = []
+
+
+def get_default_dtype() -> DType:
+    """The default floating dtype (float32 unless :func:`set_default_dtype` changed it)."""
+    return default_float
+
+
+def set_default_dtype(dtype: object) -> None:
+    """Make ``dtype`` the default floating dtype, process-wide, as ``torch.set_default_dtype``:
+    the dtype of ``pl.tensor([1.0])``, ``pl.zeros(3)``, ``pl.rand``, ``arange`` with a float
+    and of real-valued ops (``log2``, ``mean``) of integer tensors.
+
+    Raises
+    ------
+    TypeError
+        For a dtype that is not floating point (PyTorch's rule).
+    """
+    global default_float
+    chosen = as_dtype(dtype)
+    if not chosen.is_floating_point:
+        raise TypeError(
+            f"set_default_dtype: only floating-point dtypes can be the default, got {chosen.name}"
+        )
+    default_float = chosen
+    for clear in _DEFAULT_LISTENERS:
+        clear()
+
+
+def on_default_change(clear: Callable[[], None]) -> None:
+    """Register ``clear`` (a cache's ``clear``) to run whenever the default dtype changes."""
+    _DEFAULT_LISTENERS.append(clear)
+
+
+def finfo(dtype: object = None) -> np.finfo:
+    """Machine limits of a floating dtype (``eps``, ``max``, ``min``, ``tiny``, ``bits``),
+    NumPy's (ml_dtypes' for bfloat16); the default dtype's when ``dtype`` is None."""
+    chosen = default_float if dtype is None else as_dtype(dtype)
+    if not chosen.is_floating_point:
+        raise TypeError(f"finfo: {chosen.name} is not a floating-point dtype; use iinfo")
+    return ml_dtypes.finfo(chosen.numpy)
+
+
+def iinfo(dtype: object) -> np.iinfo:
+    """Machine limits of an integer dtype (``max``, ``min``, ``bits``), NumPy's."""
+    chosen = as_dtype(dtype)
+    if chosen.category != _INT:
+        raise TypeError(f"iinfo: {chosen.name} is not an integer dtype; use finfo")
+    return np.iinfo(chosen.numpy)
 
 
 def as_dtype(spec: object) -> DType:
@@ -101,8 +170,8 @@ def as_dtype(spec: object) -> DType:
     Parameters
     ----------
     spec : DType, str, numpy dtype or Python type
-        ``pl.float32``, ``"float32"``, ``np.float32``, ``float`` (float32), ``int`` (int64)
-        or ``bool``.
+        ``pl.float32``, ``"float32"``, ``np.float32``, ``float`` (float64), ``int`` (int64)
+        or ``bool``, as PyTorch maps the Python types.
 
     Raises
     ------
@@ -112,7 +181,7 @@ def as_dtype(spec: object) -> DType:
     if isinstance(spec, DType):
         return spec
     if spec is float:
-        return default_float
+        return float64
     if spec is int:
         return int64
     if spec is bool:
@@ -127,6 +196,15 @@ def as_dtype(spec: object) -> DType:
         supported = ", ".join(d.name for d in _ALL)
         raise TypeError(f"unsupported dtype {spec!r}; pylucid supports {supported}")
     return found
+
+
+def names_dtype(spec: object) -> bool:
+    """Whether ``spec`` names a dtype :func:`as_dtype` accepts."""
+    try:
+        as_dtype(spec)
+    except TypeError:
+        return False
+    return True
 
 
 def promote_types(a: DType, b: DType) -> DType:

@@ -15,8 +15,9 @@ import ml_dtypes
 import numpy as np
 
 from pylucid import backends
+from pylucid import dtypes as _dtypes
 from pylucid.backends.base import Backend
-from pylucid.dtypes import DType, as_dtype, bool_, default_float, float32, int64
+from pylucid.dtypes import DType, as_dtype, bool_, int64
 from pylucid.generator import Generator, default_generator, draw_source
 from pylucid.tensor import Tensor
 
@@ -38,12 +39,20 @@ __all__ = [
     "randn",
     "randint",
     "randperm",
+    "rand_like",
+    "randn_like",
+    "randint_like",
     "manual_seed",
 ]
 
 
 def _backend(device: str | None) -> Backend:
     return backends.current() if device is None else backends.resolve(device)
+
+
+def _floating_default(dtype: Any) -> DType:
+    """``dtype``, or the default floating dtype (:func:`pylucid.set_default_dtype`) for None."""
+    return _dtypes.default_float if dtype is None else as_dtype(dtype)
 
 
 def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
@@ -174,7 +183,7 @@ def tensor(
         if isinstance(data, (Tensor, np.ndarray, np.generic)):
             dtype = as_dtype(array.dtype)
         elif array.dtype.kind == "f":
-            dtype = default_float
+            dtype = _dtypes.default_float
         elif array.dtype.kind in "iu":
             dtype = int64
         else:
@@ -209,22 +218,24 @@ def full(
 
 def zeros(
     *shape: Any,
-    dtype: DType | Any = float32,
+    dtype: DType | Any | None = None,
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    """A tensor of zeros; ``zeros(2, 3)`` and ``zeros((2, 3))`` are the same."""
-    return full(_shape(shape), 0, as_dtype(dtype), device, requires_grad)
+    """A tensor of zeros (of the default dtype unless ``dtype`` says otherwise); ``zeros(2,
+    3)`` and ``zeros((2, 3))`` are the same."""
+    return full(_shape(shape), 0, _floating_default(dtype), device, requires_grad)
 
 
 def ones(
     *shape: Any,
-    dtype: DType | Any = float32,
+    dtype: DType | Any | None = None,
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    """A tensor of ones; ``ones(2, 3)`` and ``ones((2, 3))`` are the same."""
-    return full(_shape(shape), 1, as_dtype(dtype), device, requires_grad)
+    """A tensor of ones (of the default dtype unless ``dtype`` says otherwise); ``ones(2,
+    3)`` and ``ones((2, 3))`` are the same."""
+    return full(_shape(shape), 1, _floating_default(dtype), device, requires_grad)
 
 
 def _like(x: Tensor, value: float, dtype: Any, device: str | None, requires_grad: bool) -> Tensor:
@@ -265,7 +276,7 @@ def full_like(
 
 def empty(
     *shape: Any,
-    dtype: DType | Any = float32,
+    dtype: DType | Any | None = None,
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
@@ -288,7 +299,7 @@ def empty_like(
 def eye(
     n: int,
     m: int | None = None,
-    dtype: DType | Any = float32,
+    dtype: DType | Any | None = None,
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
@@ -296,7 +307,7 @@ def eye(
     for name, size in (("n", n), ("m", n if m is None else m)):
         if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 0:
             raise ValueError(f"eye: {name} must be a non-negative integer, got {size!r}")
-    dtype = as_dtype(dtype)
+    dtype = _floating_default(dtype)
     return _wrap(np.eye(n, m, dtype=dtype.numpy), dtype, device, requires_grad)
 
 
@@ -314,7 +325,7 @@ def linspace(
     and the second as ``end - (steps - 1 - i) step``, so that both ends are exact."""
     if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative integer, got {steps!r}")
-    dtype = default_float if dtype is None else as_dtype(dtype)
+    dtype = _dtypes.default_float if dtype is None else as_dtype(dtype)
     floating = dtype.is_floating_point
     work = np.float32 if dtype.is_half else dtype.numpy.type if floating else np.float64
     first, last, count = work(start), work(end), int(steps)
@@ -347,7 +358,7 @@ def arange(
         raise ValueError("arange: step must not be zero")
     if dtype is None:
         integral = all(isinstance(v, (int, np.integer)) for v in (start, stop, step))
-        dtype = int64 if integral else default_float
+        dtype = int64 if integral else _dtypes.default_float
     dtype = as_dtype(dtype)
     return _wrap(np.arange(start, stop, step, dtype=dtype.numpy), dtype, device, requires_grad)
 
@@ -375,7 +386,7 @@ def _random(
     generator: Generator | None,
 ) -> Tensor:
     source = draw_source(generator, kind)
-    dtype = as_dtype(dtype)
+    dtype = _floating_default(dtype)
     if not dtype.is_floating_point:
         raise TypeError(f"{kind}: dtype must be floating, got {dtype.name}")
     shape = _shape(shape)
@@ -396,7 +407,7 @@ def _random(
 def rand(
     *shape: Any,
     generator: Generator | None = None,
-    dtype: DType | Any = float32,
+    dtype: DType | Any | None = None,
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
@@ -408,7 +419,7 @@ def rand(
 def randn(
     *shape: Any,
     generator: Generator | None = None,
-    dtype: DType | Any = float32,
+    dtype: DType | Any | None = None,
     device: str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
@@ -485,6 +496,50 @@ def randint(
     shape = _shape((size,) if isinstance(size, (int, np.integer)) else (tuple(size),))
     drawn = draw_source(generator, "randint").integers(low, high, size=shape, dtype=np.int64)
     return _wrap(drawn.astype(dtype.numpy), dtype, device, requires_grad)
+
+
+def rand_like(
+    x: Tensor,
+    *,
+    generator: Generator | None = None,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """:func:`rand` with ``x``'s shape, and its dtype and device unless given."""
+    return rand(*x.shape, generator=generator, dtype=dtype or x.dtype,
+                device=device or x._backend.name, requires_grad=requires_grad)  # fmt: skip
+
+
+def randn_like(
+    x: Tensor,
+    *,
+    generator: Generator | None = None,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """:func:`randn` with ``x``'s shape, and its dtype and device unless given."""
+    return randn(*x.shape, generator=generator, dtype=dtype or x.dtype,
+                 device=device or x._backend.name, requires_grad=requires_grad)  # fmt: skip
+
+
+def randint_like(
+    x: Tensor,
+    low: int,
+    high: int | None = None,
+    *,
+    generator: Generator | None = None,
+    dtype: DType | Any | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """:func:`randint` with ``x``'s shape (``randint_like(x, high)`` or ``(x, low, high)``),
+    and its dtype and device unless given."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, x.shape, generator=generator, dtype=dtype or x.dtype,
+                   device=device or x._backend.name, requires_grad=requires_grad)  # fmt: skip
 
 
 def randperm(

@@ -77,7 +77,7 @@ def tensor_dlpack(
     if not isinstance(storage, np.ndarray):  # an MLX array: give the consumer its own copy
         if copy is False:
             raise BufferError(
-                f"__dlpack__(copy=False): a tensor on {self.device!r} ({self.backend}) is "
+                f"__dlpack__(copy=False): a tensor on '{self.device}' ({self.backend}) is "
                 f"exported as a copy, since its MLX array may be shared with other tensors"
             )
         return storage.__dlpack__(**options, copy=True)
@@ -238,8 +238,8 @@ def asarray(
     if target is not source._backend or kind is not source._dtype:
         if copy is False:
             raise ValueError(
-                f"asarray(copy=False): converting {source.dtype.name} on {source.device!r} "
-                f"to {kind.name} on {target.device!r} needs a copy"
+                f"asarray(copy=False): converting {source.dtype.name} on '{source.device}' "
+                f"to {kind.name} on '{target.device}' needs a copy"
             )
         result = source.to(target.name, kind)
     elif copy and not owned:

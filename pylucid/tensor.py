@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from pylucid import dtypes as _dtypes
 from pylucid import modes
 from pylucid.backends.base import Backend
-from pylucid.dtypes import DType, as_dtype, default_float
+from pylucid.device import device
+from pylucid.dtypes import DType, as_dtype, names_dtype
 from pylucid.graph import engine
 from pylucid.graph.grad_mode import is_grad_enabled
 from pylucid.graph.node import (
@@ -27,6 +29,7 @@ from pylucid.graph.node import (
     VersionCounter,
     current_version,
 )
+from pylucid.printing import format_values
 
 __all__ = ["Tensor"]
 
@@ -82,8 +85,14 @@ class Tensor:
     # NumPy scalars and arrays on the left of an operator defer to Tensor's reflected method.
     __array_priority__ = 1000
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("create tensors with pylucid.tensor(...), zeros(...), from_numpy(...)")
+    def __new__(cls, *args: Any, device: Any = None) -> Tensor:
+        """PyTorch's legacy constructor ``torch.Tensor(data)`` / ``torch.Tensor(*sizes)``: a
+        tensor of the default floating dtype holding ``data`` (a copy), or of the given
+        shape (zeros, where PyTorch leaves memory uninitialised). Prefer
+        :func:`pylucid.tensor`, which keeps integer data integer."""
+        from pylucid.legacy_types import construct
+
+        return construct("Tensor", _dtypes.default_float, args, device)
 
     @classmethod
     def _make(
@@ -150,9 +159,78 @@ class Tensor:
         return self._dtype
 
     @property
-    def device(self) -> str:
-        """The device: ``"cpu"`` (numba backend) or ``"gpu"`` (mlx backend)."""
-        return self._backend.device
+    def device(self) -> device:
+        """The device: ``"cpu"`` (numba backend) or ``"gpu"`` (mlx backend), as a
+        :class:`pylucid.device` (a ``str``: ``x.device == "cpu"``; ``x.device.type``)."""
+        return _device_of(self._backend.device)
+
+    @property
+    def is_cuda(self) -> bool:
+        """False: pylucid has no CUDA device (its GPU device is ``"gpu"``)."""
+        return False
+
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the tensor is on the ``"cpu"`` device."""
+        return self._backend.device == "cpu"
+
+    def get_device(self) -> int:
+        """-1 on the CPU (PyTorch's convention), 0 on the GPU."""
+        return -1 if self._backend.device == "cpu" else 0
+
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """The shape, or the size of dimension ``dim`` (negative counts from the end)."""
+        if dim is None:
+            return self._shape
+        ndim = len(self._shape)
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"size: dim must be an int, got {dim!r}")
+        if not -ndim <= dim < ndim:
+            raise IndexError(
+                f"size: dim {dim} is out of range for a tensor of {ndim} dimensions "
+                f"(shape {self._shape})"
+            )
+        return self._shape[dim]
+
+    def dim(self) -> int:
+        """The number of dimensions (``ndim``)."""
+        return len(self._shape)
+
+    ndimension = dim
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self._dtype.itemsize
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements (``numel() * element_size()``)."""
+        return self.numel() * self._dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is floating point."""
+        return self._dtype.is_floating_point
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        """Whether the elements lie in row-major order without gaps (always so on MLX)."""
+        return self._backend.is_contiguous(self._storage)
+
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """This tensor if :meth:`is_contiguous`, else a row-major copy (differentiable)."""
+        if self.is_contiguous():
+            return self
+        from pylucid.ops import clone
+
+        return clone(self)
+
+    def nelement(self) -> int:
+        """The number of elements (:meth:`numel`)."""
+        return math.prod(self._shape)
 
     @property
     def backend(self) -> str:
@@ -263,8 +341,8 @@ class Tensor:
             ):
                 raise ValueError(
                     f"grad must match the tensor: expected shape {self._shape}, "
-                    f"{self._dtype.name} on {self.device!r}; got shape {value.shape}, "
-                    f"{value.dtype.name} on {value.device!r}"
+                    f"{self._dtype.name} on '{self.device}'; got shape {value.shape}, "
+                    f"{value.dtype.name} on '{value.device}'"
                 )
         self._grad = value
 
@@ -461,23 +539,120 @@ class Tensor:
         """The values as (nested) Python lists."""
         return self.numpy().tolist()
 
-    def to(self, target: str | DType | Any, dtype: DType | Any | None = None) -> Tensor:
-        """This tensor on another device or backend and/or as another dtype (differentiable).
+    def to(
+        self,
+        target: str | DType | Tensor | Any = None,
+        dtype: DType | Any | None = None,
+        non_blocking: bool = False,
+        copy: bool = False,
+        *,
+        device: str | Any = None,
+        memory_format: Any = None,
+    ) -> Tensor:
+        """This tensor on another device or backend and/or as another dtype (differentiable);
+        itself where nothing changes (unless ``copy``), as in PyTorch.
 
         Parameters
         ----------
-        target : str or dtype
-            ``"cpu"``, ``"gpu"``, a backend name (``"mlx"``) or a dtype.
+        target : str, device, dtype or Tensor
+            ``"cpu"``, ``"gpu"``, a backend name (``"mlx"``), a dtype, or a tensor whose
+            device and dtype to take.
         dtype : dtype, optional
             A dtype, when ``target`` is a device.
+        non_blocking : bool
+            Accepted for PyTorch's signature (every copy here completes before it returns).
+        copy : bool
+            Return a copy even where nothing changes.
+        device : str or device, optional
+            The device, as a keyword (``x.to(device=d, dtype=t)``).
         """
         from pylucid import ops
 
-        if dtype is None and _names_dtype(target):
-            result, dtype = self, target
-        else:
-            result = ops.to_device(self, target)
-        return result if dtype is None else ops.to_dtype(result, as_dtype(dtype))
+        if isinstance(target, Tensor):
+            target, dtype = target._backend.name, target._dtype
+        elif dtype is None and target is not None and names_dtype(target):
+            target, dtype = None, target
+        if device is not None:
+            if target is not None:
+                raise TypeError("to: the device was given twice (positionally and device=)")
+            target = device
+        result = self if target is None else ops.to_device(self, target)
+        if dtype is not None:
+            result = ops.to_dtype(result, as_dtype(dtype))
+        if copy and result is self:
+            result = ops.clone(self)
+        return result
+
+    def cpu(self) -> Tensor:
+        """This tensor on the ``"cpu"`` device (itself if it is there)."""
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None, non_blocking: bool = False) -> Tensor:
+        """Raises: pylucid has no CUDA device; its GPU device is ``"gpu"`` (``x.to("gpu")``)."""
+        from pylucid import backends
+
+        return self.to(backends.resolve("cuda" if device is None else f"cuda:{device}").name)
+
+    def pin_memory(self) -> Tensor:
+        """This tensor (pinned host memory matters for CUDA copies, which pylucid has not)."""
+        return self
+
+    def type(self, dtype: DType | Any = None, non_blocking: bool = False) -> Tensor | str:
+        """With no argument, PyTorch's type name (``"torch.FloatTensor"``); with a dtype
+        (or a legacy type such as ``pylucid.LongTensor``), this tensor as that dtype."""
+        from pylucid.legacy_types import type_name
+
+        if dtype is None:
+            return type_name(self._dtype)
+        return self.to(getattr(dtype, "dtype", dtype))
+
+    def new_tensor(
+        self, data: Any, dtype: DType | Any = None, device: Any = None, requires_grad: bool = False
+    ) -> Tensor:
+        """A new tensor of ``data`` with this one's dtype and device unless given."""
+        from pylucid.factories import tensor
+
+        return tensor(
+            data,
+            dtype=self._dtype if dtype is None else dtype,
+            device=self._backend.name if device is None else device,
+            requires_grad=requires_grad,
+        )
+
+    def new_full(
+        self,
+        size: Any,
+        fill_value: float,
+        dtype: DType | Any = None,
+        device: Any = None,
+        requires_grad: bool = False,
+    ) -> Tensor:
+        """A tensor of ``size`` filled with ``fill_value``, with this one's dtype and device
+        unless given."""
+        from pylucid.factories import full
+
+        return full(
+            size,
+            fill_value,
+            dtype=self._dtype if dtype is None else dtype,
+            device=self._backend.name if device is None else device,
+            requires_grad=requires_grad,
+        )
+
+    def new_zeros(self, *size: Any, dtype: DType | Any = None, device: Any = None,
+                  requires_grad: bool = False) -> Tensor:  # fmt: skip
+        """Zeros of ``size`` with this tensor's dtype and device unless given."""
+        return self.new_full(_sizes(size), 0, dtype, device, requires_grad)
+
+    def new_ones(self, *size: Any, dtype: DType | Any = None, device: Any = None,
+                 requires_grad: bool = False) -> Tensor:  # fmt: skip
+        """Ones of ``size`` with this tensor's dtype and device unless given."""
+        return self.new_full(_sizes(size), 1, dtype, device, requires_grad)
+
+    def new_empty(self, *size: Any, dtype: DType | Any = None, device: Any = None,
+                  requires_grad: bool = False) -> Tensor:  # fmt: skip
+        """:meth:`new_zeros` (pylucid's empty tensors hold zeros, not garbage)."""
+        return self.new_full(_sizes(size), 0, dtype, device, requires_grad)
 
     def half(self) -> Tensor:
         """``self.to(pylucid.float16)``."""
@@ -495,6 +670,33 @@ class Tensor:
         """``self.to(pylucid.float64)``."""
         return self.to("float64")
 
+    def long(self) -> Tensor:
+        """``self.to(pylucid.int64)``."""
+        return self.to("int64")
+
+    def int(self) -> Tensor:
+        """``self.to(pylucid.int32)``."""
+        return self.to("int32")
+
+    def bool(self) -> Tensor:
+        """``self.to(pylucid.bool)``."""
+        return self.to("bool")
+
+    def __index__(self) -> int:
+        """A one-element integer tensor as an index (``data[i:i + n]`` with ``i`` a tensor)."""
+        if self._dtype.is_floating_point or self.numel() != 1:
+            raise TypeError(
+                f"only integer tensors of a single element can be converted to an index; this "
+                f"one is {self._dtype.name} of shape {self._shape}"
+            )
+        return int(self.item())
+
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``); others as ``str``."""
+        if not self._shape:
+            return format(self.item(), spec)
+        return super().__format__(spec)
+
     def __float__(self) -> float:
         return float(self.item())
 
@@ -510,13 +712,11 @@ class Tensor:
         return bool(self.item())
 
     def __repr__(self) -> str:
-        values = np.array2string(
-            self._backend.to_numpy(self._storage), separator=", ", precision=4, prefix="tensor("
-        )
+        values = format_values(self._backend.to_numpy(self._storage), prefix="tensor(")
         extras = []
         if self.device != "cpu":
-            extras.append(f"device={self.device!r}")
-        if self._dtype not in (default_float, as_dtype("int64"), as_dtype("bool")):
+            extras.append(f"device='{self.device}'")
+        if self._dtype not in (_dtypes.default_float, as_dtype("int64"), as_dtype("bool")):
             extras.append(f"dtype=pylucid.{self._dtype.name}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name}>")
@@ -555,7 +755,7 @@ class Tensor:
         values = self.numpy()
         if copy is False and values is not self._storage and values.base is None:
             raise ValueError(
-                f"np.asarray(copy=False): a tensor on {self.device!r} ({self.backend}) cannot "
+                f"np.asarray(copy=False): a tensor on '{self.device}' ({self.backend}) cannot "
                 f"be given to NumPy without a copy"
             )
         if dtype is not None and values.dtype != dtype:
@@ -577,9 +777,20 @@ def _rebuild(values: np.ndarray, dtype: str, backend: str, requires_grad: bool) 
     return Tensor._make(target.from_numpy(values, kind), target, kind, requires_grad)
 
 
-def _names_dtype(spec: Any) -> bool:
-    try:
-        as_dtype(spec)
-    except TypeError:
-        return False
-    return True
+
+#: The device objects of the device names, made once each.
+_DEVICES: dict[str, device] = {}
+
+
+def _device_of(name: str) -> device:
+    found = _DEVICES.get(name)
+    if found is None:
+        found = _DEVICES[name] = device(name)
+    return found
+
+
+def _sizes(size: tuple[Any, ...]) -> tuple[int, ...]:
+    """``new_zeros(2, 3)`` or ``new_zeros((2, 3))``: the sizes as one tuple."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return tuple(size[0])
+    return tuple(size)

@@ -187,7 +187,7 @@ def test_each_guard_retraces(change):
             step(x)  # (eager too: nothing to differentiate)
         return
     elif change == "autocast":  # a new trace, which refuses half precision (a limit)
-        with pl.autocast(pl.bfloat16), pytest.raises(pl.CaptureError, match="bfloat16"):
+        with pl.autocast(dtype=pl.bfloat16), pytest.raises(pl.CaptureError, match="bfloat16"):
             step(x)
         return
     elif change == "parameter":

@@ -484,9 +484,20 @@ def test_loader_refuses_conflicting_options(options: dict[str, Any], message: st
         DataLoader(list(range(4)), **options)
 
 
-def test_loader_refuses_workers_iterable_samplers_and_late_changes() -> None:
-    with pytest.raises(NotImplementedError, match="num_workers=2 .* main process"):
-        DataLoader(list(range(4)), num_workers=2)
+def test_workers_load_a_map_style_dataset_in_process_with_the_same_batches() -> None:
+    """num_workers > 0 (makemore's loader asks for 4) gives the batches PyTorch's workers give:
+    the sampler's order, loaded here; the worker options are accepted with workers."""
+    plain = DataLoader(list(range(10)), batch_size=3, shuffle=True,
+                       generator=pl.Generator().manual_seed(5))  # fmt: skip
+    workers = DataLoader(list(range(10)), batch_size=3, shuffle=True, num_workers=4,
+                         pin_memory=True, persistent_workers=True, prefetch_factor=2,
+                         timeout=5, generator=pl.Generator().manual_seed(5))  # fmt: skip
+    assert [b.tolist() for b in workers] == [b.tolist() for b in plain]
+    with pytest.raises(NotImplementedError, match="IterableDataset: PyTorch gives each worker"):
+        DataLoader(Stream(3), num_workers=2)
+
+
+def test_loader_refuses_iterable_samplers_and_late_changes() -> None:
     with pytest.raises(ValueError, match="IterableDataset: expected unspecified shuffle"):
         DataLoader(Stream(3), shuffle=True)
     with pytest.raises(ValueError, match="IterableDataset: expected unspecified sampler"):

@@ -99,9 +99,9 @@ def test_prod_of_integers_is_int64(device: str) -> None:
 
 
 # -- max / min ------------------------------------------------------------------------------
-@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("op", ["amax", "amin"])
 def test_ties_share_the_gradient(device: str, op: str) -> None:
-    sign = 1.0 if op == "max" else -1.0
+    sign = 1.0 if op == "amax" else -1.0
     x_np = sign * np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
     fn = getattr(pl, op)
     np.testing.assert_allclose(
@@ -112,22 +112,47 @@ def test_ties_share_the_gradient(device: str, op: str) -> None:
     np.testing.assert_allclose(
         grad_of(lambda t: fn(t), x_np, device), [[0, 0.5, 0.5], [0, 0, 0]], rtol=1e-15
     )
+    whole = getattr(pl, op[1:])  # max(x) of all elements: ties share, as amax (PyTorch's rule)
+    np.testing.assert_allclose(
+        grad_of(lambda t: whole(t), x_np, device), [[0, 0.5, 0.5], [0, 0, 0]], rtol=1e-15
+    )
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_along_a_dim_gives_the_gradient_to_the_first_extremum(device: str, op: str) -> None:
+    """PyTorch's max(x, dim): one index per slice, the first extremum, which alone takes the
+    gradient (amax shares it among ties)."""
+    sign = 1.0 if op == "max" else -1.0
+    x_np = sign * np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
+    values, indices = getattr(pl, op)(pl.tensor(x_np, device=device), 1)
+    assert indices.tolist() == [1, 0] and values.tolist() == (sign * np.array([3.0, 2.0])).tolist()
+    np.testing.assert_array_equal(
+        grad_of(lambda t: getattr(pl, op)(t, 1).values, x_np, device, g=np.array([6.0, 3.0])),
+        [[0.0, 6.0, 0.0], [3.0, 0.0, 0.0]],
+    )
 
 
 @pytest.mark.parametrize("op", ["max", "min", "amax", "amin"])
 def test_nan_propagates_and_takes_the_gradient(device: str, op: str) -> None:
     x_np = np.array([[1.0, np.nan, 3.0, np.nan], [1.0, 2.0, 3.0, 4.0]])
-    y = getattr(pl, op)(pl.tensor(x_np, device=device), dim=1).numpy()
+
+    def values(t: pl.Tensor) -> pl.Tensor:
+        result = getattr(t, op)(dim=1)
+        return result if op.startswith("a") else result.values
+
+    y = values(pl.tensor(x_np, device=device)).numpy()
     assert np.isnan(y[0])
     assert y[1] == (4.0 if op.endswith("max") else 1.0)
-    grad = grad_of(lambda t: getattr(t, op)(1), x_np, device)
+    grad = grad_of(values, x_np, device)
     expected_row_1 = [0, 0, 0, 1] if op.endswith("max") else [1, 0, 0, 0]
-    np.testing.assert_array_equal(grad, [[0, 0.5, 0, 0.5], expected_row_1])
+    # amax/amin share among the NaNs; max/min(dim) give it to the first NaN, as PyTorch.
+    expected_row_0 = [0, 0.5, 0, 0.5] if op.startswith("a") else [0, 1, 0, 0]
+    np.testing.assert_array_equal(grad, [expected_row_0, expected_row_1])
 
 
 def test_max_keeps_integer_dtypes(device: str) -> None:
-    y = pl.max(pl.tensor([[3, -7], [1, 2]], device=device), axis=0)
-    assert y.dtype is pl.int64 and y.tolist() == [3, 2]
+    y, where = pl.max(pl.tensor([[3, -7], [1, 2]], device=device), axis=0)
+    assert y.dtype is pl.int64 and y.tolist() == [3, 2] and where.tolist() == [0, 1]
     assert pl.min(pl.tensor([[3, -7], [1, 2]], device=device)).item() == -7
 
 
@@ -156,7 +181,8 @@ def test_no_identity_over_an_empty_axis_raises(device: str, op: str) -> None:
         getattr(pl, op)(x)
     with pytest.raises(ValueError, match=rf"^{op}: cannot reduce over axis 1"):
         getattr(pl, op)(x, axis=1)
-    assert getattr(pl, op)(x, axis=0).shape == (0,)  # reducing a non-empty axis is fine
+    reduced = getattr(pl, op)(x, axis=0)  # reducing a non-empty axis is fine
+    assert (reduced if op.startswith("arg") else reduced.values).shape == (0,)
 
 
 @pytest.mark.parametrize("dtype", [pl.float32, pl.float64])
@@ -346,7 +372,7 @@ def test_large_inputs_take_the_parallel_rows(
     lse = np.squeeze(m + np.log(np.exp(x64 - m).sum(axis=axis, keepdims=True)), axis=axis)
     np.testing.assert_allclose(pl.logsumexp(x, axis).numpy(), lse, rtol=2e-6)
     np.testing.assert_allclose(pl.var(x, axis).numpy(), np.var(x64, axis, ddof=1), rtol=2e-6)
-    np.testing.assert_array_equal(pl.max(x, axis).numpy(), x_np.max(axis))
+    np.testing.assert_array_equal(pl.amax(x, axis).numpy(), x_np.max(axis))
 
 
 def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -435,7 +461,7 @@ def test_softmax_of_integers_is_float32(device: str) -> None:
     "op",
     [
         lambda t: pl.prod(t, axis=0),
-        lambda t: pl.max(t, axis=(0, 2)),
+        lambda t: pl.amax(t, axis=(0, 2)),
         lambda t: pl.var(t, axis=1, correction=0),
         lambda t: pl.std(t, axis=2),
         lambda t: pl.logsumexp(t, axis=1, keepdims=True),
@@ -476,10 +502,10 @@ GRAPH_CASES = {
     "prod-one-element": (lambda t: pl.prod(t, axis=1), _R[:, :1, 0]),
     "prod-empty-axis": (lambda t: pl.prod(t, axis=1), np.zeros((3, 0))),
     "prod-0d": (pl.prod, np.array(2.5)),
-    "max-ties-nan": (lambda t: pl.max(t, axis=1), _TIES_NAN),
+    "max-ties-nan": (lambda t: pl.amax(t, axis=1), _TIES_NAN),
     "max-all": (pl.max, _TIES_NAN[:2]),
     "min-ties-nan": (lambda t: pl.amin(t, dim=1, keepdim=True), -_TIES_NAN),
-    "min-axes": (lambda t: pl.min(t, axis=(0, 2)), np.round(_R)),
+    "min-axes": (lambda t: pl.amin(t, axis=(0, 2)), np.round(_R)),
     "var-random": (lambda t: pl.var(t, axis=(0, 2)), _R),
     "var-correction-0": (lambda t: pl.var(t, axis=-1, correction=0, keepdims=True), _R),
     "var-too-few": (lambda t: pl.var(t, axis=1, correction=2), _R[:, :2, 0]),

@@ -1,6 +1,6 @@
 """Autocast: mixed precision as PyTorch users know it, applied through each op's AmpPolicy.
 
-Inside ``with pl.autocast(dtype=pl.bfloat16):`` the shared op machinery asks
+Inside ``with pl.autocast("cpu", dtype=pl.bfloat16):`` the shared op machinery asks
 :func:`pylucid.ops.schema.resolve_dtypes` which dtype an op computes in and which it returns;
 no op looks at autocast itself. The state is thread-local and nestable; ``enabled=False``
 turns autocast off inside an enclosing block.
@@ -8,10 +8,12 @@ turns autocast off inside an enclosing block.
 
 from __future__ import annotations
 
+import warnings
 from contextlib import ContextDecorator
 
 from pylucid import modes
-from pylucid.dtypes import DType, as_dtype, bfloat16
+from pylucid.device import TYPES, UNAVAILABLE_TYPES
+from pylucid.dtypes import DType, as_dtype, bfloat16, names_dtype
 
 __all__ = ["autocast", "autocast_dtype"]
 
@@ -26,10 +28,17 @@ class autocast(ContextDecorator):  # noqa: N801  (named like torch.autocast)
 
     Parameters
     ----------
-    dtype : dtype
-        The lower precision: ``pl.bfloat16`` (default) or ``pl.float16``.
+    device_type : str
+        As ``torch.autocast``'s first argument: ``"cpu"`` or ``"gpu"`` (ops run in mixed
+        precision on whichever backend their inputs are on). ``"cuda"`` (no CUDA here)
+        disables autocast with a warning, as PyTorch does on a machine without CUDA.
+    dtype : dtype, optional
+        The lower precision: ``pl.bfloat16`` (the default, as PyTorch's on the CPU) or
+        ``pl.float16``.
     enabled : bool
         False turns autocast off inside this block, also within an enabled outer block.
+    cache_enabled : bool, optional
+        Accepted for PyTorch's signature; pylucid keeps no cast cache.
 
     Notes
     -----
@@ -45,10 +54,32 @@ class autocast(ContextDecorator):  # noqa: N801  (named like torch.autocast)
     chose, and every leaf gradient has its leaf's dtype.
     """
 
-    def __init__(self, dtype: DType | str = bfloat16, enabled: bool = True) -> None:
-        self.dtype = as_dtype(dtype)
+    def __init__(
+        self,
+        device_type: str = "cpu",
+        dtype: DType | str | None = None,
+        enabled: bool = True,
+        cache_enabled: bool | None = None,
+    ) -> None:
+        if not isinstance(device_type, str) or names_dtype(device_type):
+            raise TypeError(
+                f"autocast: the first argument is the device type, as in torch.autocast "
+                f"('cpu' or 'gpu'), got {device_type!r}; pass the dtype as dtype=..."
+            )
+        self.device_type = str(device_type).partition(":")[0]
+        self.dtype = bfloat16 if dtype is None else as_dtype(dtype)
         if not self.dtype.is_half:
             raise ValueError(f"autocast: dtype must be float16 or bfloat16, got {self.dtype.name}")
+        if enabled and self.device_type in UNAVAILABLE_TYPES:
+            warnings.warn(
+                f"autocast: device_type {self.device_type!r} is not available (pylucid has no "
+                f"CUDA); autocast is disabled. Use autocast('cpu' or 'gpu', dtype=...)",
+                UserWarning,
+                stacklevel=2,
+            )
+            enabled = False
+        elif self.device_type not in TYPES:
+            raise ValueError(f"autocast: unknown device_type {device_type!r}; use 'cpu' or 'gpu'")
         self.enabled = bool(enabled)
 
     def __enter__(self) -> autocast:

@@ -8,10 +8,12 @@ after ``growth_interval`` clean steps in a row ``S`` grows.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
+from pylucid.device import UNAVAILABLE_TYPES
 from pylucid.graph.grad_mode import no_grad
 
 __all__ = ["GradScaler"]
@@ -22,6 +24,10 @@ class GradScaler:
 
     Parameters
     ----------
+    device : str
+        The device the scaled step runs on, as ``torch.amp.GradScaler``'s first argument:
+        ``"cpu"`` or ``"gpu"``; ``"cuda"`` (no CUDA here) disables the scaler with a warning,
+        as PyTorch does on a machine without CUDA.
     init_scale : float
         The first scale.
     growth_factor, backoff_factor : float
@@ -44,6 +50,7 @@ class GradScaler:
 
     def __init__(
         self,
+        device: str = "cpu",
         init_scale: float = 2.0**16,
         growth_factor: float = 2.0,
         backoff_factor: float = 0.5,
@@ -57,7 +64,15 @@ class GradScaler:
             )
         if growth_interval < 1:
             raise ValueError(f"GradScaler: growth_interval must be >= 1, got {growth_interval}")
-        self.enabled = enabled
+        if enabled and str(device).partition(":")[0] in UNAVAILABLE_TYPES:
+            warnings.warn(
+                f"GradScaler: device {str(device)!r} is not available (pylucid has no CUDA); "
+                f"the scaler is disabled. Use GradScaler('gpu') or GradScaler('cpu') to scale",
+                UserWarning,
+                stacklevel=2,
+            )
+            enabled = False
+        self.enabled = bool(enabled)
         self._scale = float(init_scale) if enabled else 1.0
         self.growth_factor, self.backoff_factor = growth_factor, backoff_factor
         self.growth_interval = growth_interval
@@ -66,8 +81,37 @@ class GradScaler:
         self._unscaled: set[int] = set()
 
     def get_scale(self) -> float:
-        """The current scale."""
+        """The current scale (1.0 when disabled)."""
         return self._scale
+
+    def is_enabled(self) -> bool:
+        """Whether the scaler scales (False when built disabled or for an absent device)."""
+        return self.enabled
+
+    def state_dict(self) -> dict[str, Any]:
+        """PyTorch's keys: ``scale``, the factors, ``growth_interval`` and the tracker (empty
+        when disabled, as PyTorch)."""
+        if not self.enabled:
+            return {}
+        return {
+            "scale": self._scale,
+            "growth_factor": self.growth_factor,
+            "backoff_factor": self.backoff_factor,
+            "growth_interval": self.growth_interval,
+            "_growth_tracker": self._growth_tracker,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved (PyTorch's scaler state loads too)."""
+        if not self.enabled:
+            return
+        if not state:
+            raise RuntimeError("GradScaler.load_state_dict: the state is empty (saved disabled)")
+        self._scale = float(state["scale"])
+        self.growth_factor = float(state["growth_factor"])
+        self.backoff_factor = float(state["backoff_factor"])
+        self.growth_interval = int(state["growth_interval"])
+        self._growth_tracker = int(state["_growth_tracker"])
 
     def scale(self, loss: Any) -> Any:
         """``loss * scale`` (the loss itself when disabled)."""

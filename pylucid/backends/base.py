@@ -101,6 +101,13 @@ class Backend(Protocol):
         """Raise MemoryError, naming ``op``, if an array of ``shape`` and ``dtype`` cannot
         fit in the memory the backend may use (backends that ``allocates_lazily``)."""
 
+    def synchronize(self) -> None:
+        """Wait until the work queued on this backend is done (``torch.cuda.synchronize``);
+        nothing to wait for where every primitive runs to completion."""
+
+    def is_contiguous(self, a: Storage) -> bool:
+        """Whether ``a``'s elements lie in row-major order without gaps."""
+
     def is_writable(self, a: Storage) -> bool:
         """Whether ``a`` may be changed in place (not a read-only or broadcast array)."""
 

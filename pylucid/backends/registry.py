@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from importlib.metadata import entry_points
 
 from pylucid.backends.base import Backend
+from pylucid.device import UNAVAILABLE_TYPES
 
 __all__ = [
     "BackendUnavailableError",
@@ -108,12 +109,31 @@ def get(name: str) -> Backend:
 
 
 def resolve(device_or_name: str) -> Backend:
-    """The backend for a device (``"cpu"``, ``"gpu"``) or a backend name (``"mlx"``)."""
+    """The backend for a device (``"cpu"``, ``"gpu"``, a :class:`pylucid.device`, with an
+    index of 0 or none) or a backend name (``"mlx"``).
+
+    Raises
+    ------
+    RuntimeError
+        For a device of PyTorch's that pylucid does not have (``"cuda"``, ``"mps"``): the
+        message says to use ``"gpu"``.
+    ValueError
+        For any other unknown name.
+    """
     _load_entry_points()
     if device_or_name in _DEVICE_DEFAULTS:
         return get(_DEVICE_DEFAULTS[device_or_name])
     if device_or_name in _BACKENDS:
         return get(device_or_name)
+    kind, _, index = str(device_or_name).partition(":")
+    if kind in UNAVAILABLE_TYPES:
+        raise RuntimeError(
+            f"device {str(device_or_name)!r}: pylucid has no {kind} device "
+            f"(pylucid.cuda.is_available() is False); its GPU device is 'gpu' (MLX): use "
+            f"device='gpu' or .to('gpu'), or 'cpu'"
+        )
+    if index in ("0", "") and kind in _DEVICE_DEFAULTS:
+        return get(_DEVICE_DEFAULTS[kind])
     raise ValueError(
         f"unknown device or backend {device_or_name!r}; devices: "
         f"{', '.join(sorted(_DEVICE_DEFAULTS))}; backends: {', '.join(names())}"

@@ -184,8 +184,8 @@ def _seed(tensor: Any, gradient: Any, index: int, create_graph: bool) -> Any:
         )
     if gradient._backend is not tensor._backend:
         raise RuntimeError(
-            f"backward: gradient is on {gradient.device!r} but tensors[{index}] is on "
-            f"{tensor.device!r}"
+            f"backward: gradient is on '{gradient.device}' but tensors[{index}] is on "
+            f"'{tensor.device}'"
         )
     if create_graph:
         return gradient if gradient.dtype is tensor.dtype else gradient.to(tensor.dtype)

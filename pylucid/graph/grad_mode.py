@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from contextlib import ContextDecorator
+from typing import Any
 
 from pylucid import modes
 
@@ -28,9 +29,15 @@ def swap_grad_mode(mode: bool) -> bool:
 
 
 class _GradMode(ContextDecorator):
-    """Sets grad mode to ``mode`` inside a ``with`` block or a decorated function."""
+    """Sets grad mode to ``mode`` inside a ``with`` block or a decorated function; as a
+    decorator with or without parentheses (``@no_grad()``, ``@no_grad``), as PyTorch's."""
 
     mode: bool
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and callable(args[0]):  # @no_grad, no parentheses
+            return cls()(args[0])
+        return super().__new__(cls)
 
     def __init__(self) -> None:
         self._previous: list[bool] = []
@@ -80,17 +87,28 @@ def is_inference_mode_enabled() -> bool:
 class inference_mode(_GradMode):  # noqa: N801  (named like torch.inference_mode)
     """Like :class:`no_grad`, for code that will never need gradients: tensors created inside
     are inference tensors, which no recorded op may later save for backward (an error says
-    so) and no in-place op outside the block may change."""
+    so) and no in-place op outside the block may change. ``inference_mode(False)`` changes
+    nothing, as PyTorch's.
 
-    mode = False
+    Parameters
+    ----------
+    mode : bool
+        Whether to enter inference mode.
+    """
 
-    def __init__(self) -> None:
+    def __init__(self, mode: bool = True) -> None:
         super().__init__()
+        self.enabled = bool(mode)
         self._previous_inference: list[bool] = []
+
+    @property
+    def mode(self) -> bool:  # type: ignore[override]
+        """The grad mode inside: off in inference mode, unchanged otherwise."""
+        return False if self.enabled else is_grad_enabled()
 
     def __enter__(self) -> None:
         super().__enter__()
-        self._previous_inference.append(modes.set_inference(True))
+        self._previous_inference.append(modes.set_inference(self.enabled))
 
     def __exit__(self, *exc_info: object) -> None:
         modes.set_inference(self._previous_inference.pop())

@@ -51,7 +51,7 @@ RECORDS: tuple[OpInfo, ...] = (
     ),
     OpInfo(
         "max",
-        lambda x: pl.max(x, dim=1, keepdim=True),
+        lambda x: pl.amax(x, dim=1, keepdim=True),
         lambda x: np.max(x, axis=1, keepdims=True),
         (uniform(-5, 5),),
         _SHAPES,
@@ -61,7 +61,7 @@ RECORDS: tuple[OpInfo, ...] = (
     ),
     OpInfo(
         "min",
-        lambda x: pl.min(x, axis=-1),
+        lambda x: pl.amin(x, axis=-1),
         lambda x: np.min(x, axis=-1),
         (uniform(-5, 5),),
         _SHAPES,

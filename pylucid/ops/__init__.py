@@ -27,6 +27,7 @@ from pylucid.ops import (
     losses,  # noqa: F401  (registers cross_entropy; its wrapper is pylucid.nn.functional's)
     normalization,  # noqa: F401  (registers layer_norm; its wrapper is pylucid.nn.functional's)
     pooling,  # noqa: F401  (registers the pools; their wrappers are pylucid.nn.functional's)
+    random,
     reduce,
     rounding,
     scan,
@@ -49,6 +50,7 @@ from pylucid.ops.indexing import *  # noqa: F403
 from pylucid.ops.inplace import *  # noqa: F403
 from pylucid.ops.linalg import *  # noqa: F403
 from pylucid.ops.logical import *  # noqa: F403
+from pylucid.ops.random import *  # noqa: F403
 from pylucid.ops.reduce import *  # noqa: F403
 from pylucid.ops.rounding import *  # noqa: F403
 from pylucid.ops.scan import *  # noqa: F403
@@ -83,6 +85,7 @@ FAMILIES = (
     logical,
     selection,
     sorting,
+    random,
 )
 
 __all__ = [

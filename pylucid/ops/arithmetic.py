@@ -142,16 +142,16 @@ class DivBackward(BinaryOp):
 
 @binary_operator("add", op=AddBackward)
 @tensor_method
-def add(a: TensorLike, b: TensorLike) -> Tensor:
-    """``a + b`` with NumPy broadcasting; see :class:`AddBackward`."""
-    return binary(AddBackward, a, b)
+def add(a: TensorLike, b: TensorLike, *, alpha: float = 1) -> Tensor:
+    """``a + alpha * b`` with NumPy broadcasting; see :class:`AddBackward`."""
+    return binary(AddBackward, a, b if alpha == 1 else b * alpha)
 
 
 @binary_operator("sub", op=SubBackward)
 @tensor_method
-def sub(a: TensorLike, b: TensorLike) -> Tensor:
-    """``a - b`` with NumPy broadcasting; see :class:`SubBackward`."""
-    return binary(SubBackward, a, b)
+def sub(a: TensorLike, b: TensorLike, *, alpha: float = 1) -> Tensor:
+    """``a - alpha * b`` with NumPy broadcasting; see :class:`SubBackward`."""
+    return binary(SubBackward, a, b if alpha == 1 else b * alpha)
 
 
 @binary_operator("mul", op=MulBackward)

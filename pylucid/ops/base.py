@@ -20,9 +20,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pylucid import dtypes as _dtypes
 from pylucid.backends.base import Backend, Shape
 from pylucid.backends.half import reads_half_natively
-from pylucid.dtypes import DType, default_float, float32, promote_tiers, promote_types
+from pylucid.dtypes import DType, float32, promote_tiers, promote_types
 from pylucid.graph.anomaly import creation_site
 from pylucid.graph.node import NOTHING_SAVED, Node, SavedValues
 from pylucid.modes import state as thread_state
@@ -144,7 +145,7 @@ def _common_backend(op: str, names: Sequence[str], inputs: Sequence[Tensor]) -> 
         if tensor._backend is not backend:
             raise RuntimeError(
                 f"{op}: expected all tensors on one device, but {names[0]} is on "
-                f"{inputs[0].device!r} ({backend.name}) and {name} is on {tensor.device!r} "
+                f"'{inputs[0].device}' ({backend.name}) and {name} is on '{tensor.device}' "
                 f"({tensor._backend.name}); move one with .to()"
             )
     return backend
@@ -302,6 +303,7 @@ _ONE_NEEDED = _NEEDS.setdefault((True,), (True,))
 #: :data:`PLAN_CACHE_SIZE` entries (a program's signatures are few; a loop over ever new
 #: shapes must not grow it without bound).
 _PLANS: dict[tuple, DispatchPlan] = {}
+_dtypes.on_default_change(_PLANS.clear)  # (real-valued ops of integers compute in the default)
 PLAN_CACHE_SIZE = 4096
 #: Parameter values that identify a plan by value and type (anything else - an index plan,
 #: an array - is planned afresh at each call).
@@ -484,7 +486,7 @@ class Op(Node):
         for other in dtypes[1:]:
             dtype = promote_types(dtype, other)
         if cls.schema_v1.real_valued and not dtype.is_floating_point:
-            dtype = default_float
+            dtype = _dtypes.default_float
         return dtype
 
     @classmethod

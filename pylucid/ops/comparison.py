@@ -14,6 +14,7 @@ after the class is made.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -31,9 +32,12 @@ __all__ = [
     "LeBackward",
     "LtBackward",
     "NeBackward",
+    "allclose",
     "eq",
+    "equal",
     "ge",
     "gt",
+    "isclose",
     "le",
     "lt",
     "ne",
@@ -151,3 +155,39 @@ dunder("__lt__")(_operator(lt))
 dunder("__le__")(_operator(le))
 dunder("__gt__")(_operator(gt))
 dunder("__ge__")(_operator(ge))
+
+
+@tensor_method
+def isclose(
+    a: Tensor, b: TensorLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> Tensor:
+    """Where ``|a - b| <= atol + rtol * |b|`` (or ``a == b``, for infinities; or both NaN
+    with ``equal_nan``), as ``torch.isclose``: a bool tensor, outside the graph."""
+    from pylucid.graph.grad_mode import no_grad
+    from pylucid.ops.logical import isnan
+
+    with no_grad():
+        size = b.abs() if isinstance(b, Tensor) else abs(b)
+        close = (a == b) | ((a - b).abs() <= atol + rtol * size)
+        if equal_nan:
+            both = isnan(a) & (isnan(b) if isinstance(b, Tensor) else math.isnan(b))
+            close = close | both
+    return close
+
+
+@tensor_method
+def allclose(
+    a: Tensor, b: TensorLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> bool:
+    """Whether every element of :func:`isclose` is True (a Python bool)."""
+    return bool(isclose(a, b, rtol, atol, equal_nan).all())
+
+
+@tensor_method
+def equal(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a`` and ``b`` have one shape and equal elements (NaN equals nothing)."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError(
+            f"equal: expected two tensors, got {type(a).__name__} and {type(b).__name__}"
+        )
+    return a.shape == b.shape and bool((a == b).all())

@@ -23,7 +23,15 @@ from pylucid.ops.indexing import IndexAddBackward, plan_index, setitem
 from pylucid.ops.wrapping import require_tensor, tensor_method
 from pylucid.tensor import Tensor
 
-__all__ = ["checked_dim", "checked_indices", "gather", "index_select", "scatter", "scatter_add"]
+__all__ = [
+    "checked_dim",
+    "checked_indices",
+    "gather",
+    "index_add",
+    "index_select",
+    "scatter",
+    "scatter_add",
+]
 
 
 def checked_indices(op: str, index: Tensor, size: int, what: str) -> np.ndarray:
@@ -152,6 +160,39 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
         return x + _leading(src, index.shape)
     plan = plan_index("scatter_add", mesh, x.shape)
     return x + IndexAddBackward.apply(_leading(src, index.shape), plan=plan)
+
+
+@tensor_method
+def index_add(
+    x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: float = 1
+) -> Tensor:
+    """A copy of ``x`` with ``alpha * source`` added along ``dim`` at the positions
+    ``index`` (a 1-d integer tensor, one per slice of ``source`` along ``dim``); repeated
+    positions add up. ``source`` has ``x``'s shape but along ``dim``, where it has
+    ``len(index)``, and ``x``'s dtype."""
+    require_tensor("index_add", "x", x)
+    require_tensor("index_add", "source", source)
+    axis = checked_dim("index_add", x, dim)
+    require_tensor("index_add", "index", index)
+    if index.ndim > 1:
+        raise ValueError(f"index_add: index must be 1-d, got shape {index.shape}")
+    expected = tuple(index.numel() if d == axis else n for d, n in enumerate(x.shape))
+    if x.ndim and source.shape != expected:
+        raise ValueError(
+            f"index_add: source must have shape {expected} (x's shape {x.shape} with "
+            f"len(index) = {index.numel()} along dim {axis}), got {source.shape}"
+        )
+    if source.dtype is not x.dtype:
+        raise TypeError(
+            f"index_add: x is {x.dtype.name} but source is {source.dtype.name}; expected one "
+            f"dtype (convert one with .to())"
+        )
+    added = source if alpha == 1 else source * alpha
+    if x.ndim == 0:
+        return x + added.reshape(())
+    positions = checked_indices("index_add", index, x.shape[axis], f"dim {axis}").reshape(-1)
+    plan = plan_index("index_add", (slice(None),) * axis + (positions,), x.shape)
+    return x + IndexAddBackward.apply(added, plan=plan)
 
 
 @tensor_method

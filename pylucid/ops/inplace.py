@@ -1,5 +1,6 @@
-"""In-place ops: ``add_``, ``sub_``, ``mul_``, ``div_``, ``pow_``, ``zero_``, ``copy_``,
-``x[index] = value`` and the augmented assignments ``+= -= *= /= **=``.
+"""In-place ops: ``add_``, ``sub_``, ``mul_``, ``div_``, ``pow_``, ``zero_``, ``fill_``,
+``copy_``, ``masked_fill_``, ``clamp_``, ``index_add_``, ``x[index] = value`` and the augmented
+assignments ``+= -= *= /= **=``.
 
 An in-place op runs its out-of-place twin (so its gradient is that op's), puts the result into
 the tensor's memory, bumps the version counter that every alias of that memory shares, and
@@ -28,6 +29,7 @@ import numpy as np
 from pylucid.dtypes import bool_
 from pylucid.graph.grad_mode import is_grad_enabled, is_inference_mode_enabled
 from pylucid.ops import views
+from pylucid.ops.activations import clamp
 from pylucid.ops.arithmetic import (
     AddBackward,
     DivBackward,
@@ -40,11 +42,25 @@ from pylucid.ops.arithmetic import (
 )
 from pylucid.ops.base import DispatchPlan, Op, dispatch_plan
 from pylucid.ops.binary import pow, where  # noqa: A004  (pylucid.pow, as torch.pow)
+from pylucid.ops.gathering import index_add
 from pylucid.ops.indexing import setitem
+from pylucid.ops.selection import masked_fill
 from pylucid.ops.wrapping import TensorLike, dunder, is_number, lift, tensor_method
 from pylucid.tensor import Tensor
 
-__all__ = ["add_", "copy_", "div_", "mul_", "pow_", "sub_", "zero_"]
+__all__ = [
+    "add_",
+    "clamp_",
+    "copy_",
+    "div_",
+    "fill_",
+    "index_add_",
+    "masked_fill_",
+    "mul_",
+    "pow_",
+    "sub_",
+    "zero_",
+]
 
 
 def _check(op: str, x: Tensor) -> None:
@@ -176,6 +192,11 @@ def _into(op_class: type[Op], x: Tensor, other: TensorLike) -> bool:
     return runner(target, source)
 
 
+def _scaled(operand: TensorLike, alpha: float) -> TensorLike:
+    """``alpha * operand`` (PyTorch's ``alpha=`` of add and sub), the operand itself for 1."""
+    return operand if alpha == 1 else operand * alpha
+
+
 def _operand(op: str, value: object) -> TensorLike:
     if isinstance(value, (list, tuple)):
         raise TypeError(
@@ -186,16 +207,16 @@ def _operand(op: str, value: object) -> TensorLike:
 
 
 @tensor_method
-def add_(x: Tensor, other: TensorLike) -> Tensor:
-    """``x += other`` in place; see :func:`pylucid.add`."""
-    operand = _operand("add_", other)
+def add_(x: Tensor, other: TensorLike, *, alpha: float = 1) -> Tensor:
+    """``x += alpha * other`` in place; see :func:`pylucid.add`."""
+    operand = _scaled(_operand("add_", other), alpha)
     return _commit("add_", x, lambda: add(x, operand), lambda: _into(AddBackward, x, operand))
 
 
 @tensor_method
-def sub_(x: Tensor, other: TensorLike) -> Tensor:
-    """``x -= other`` in place; see :func:`pylucid.sub`."""
-    operand = _operand("sub_", other)
+def sub_(x: Tensor, other: TensorLike, *, alpha: float = 1) -> Tensor:
+    """``x -= alpha * other`` in place; see :func:`pylucid.sub`."""
+    operand = _scaled(_operand("sub_", other), alpha)
     return _commit("sub_", x, lambda: sub(x, operand), lambda: _into(SubBackward, x, operand))
 
 
@@ -265,6 +286,37 @@ def copy_(x: Tensor, src: Tensor) -> Tensor:
         raise TypeError(f"copy_: expected a Tensor source, got {type(src).__name__}")
     moved = src.to(x.device) if src._backend is not x._backend else src
     return _commit("copy_", x, lambda: _replace(x, moved.to(x.dtype)))
+
+
+@tensor_method
+def fill_(x: Tensor, value: TensorLike) -> Tensor:
+    """Set every element to ``value`` (a number or a one-element tensor) in place."""
+    if isinstance(value, Tensor) and value.numel() != 1:
+        raise ValueError(
+            f"fill_: the value must be a number or a one-element tensor, got shape {value.shape}"
+        )
+    return _commit("fill_", x, lambda: _replace(x, value.reshape(()) if isinstance(
+        value, Tensor) else value))  # fmt: skip
+
+
+@tensor_method
+def masked_fill_(x: Tensor, mask: Tensor, value: TensorLike) -> Tensor:
+    """:func:`pylucid.masked_fill` in place."""
+    return _commit("masked_fill_", x, lambda: masked_fill(x, mask, value))
+
+
+@tensor_method
+def clamp_(x: Tensor, min: TensorLike | None = None, max: TensorLike | None = None) -> Tensor:  # noqa: A002
+    """:func:`pylucid.clamp` in place."""
+    return _commit("clamp_", x, lambda: clamp(x, min, max))
+
+
+@tensor_method
+def index_add_(
+    x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: float = 1
+) -> Tensor:
+    """:func:`pylucid.index_add` in place."""
+    return _commit("index_add_", x, lambda: index_add(x, dim, index, source, alpha=alpha))
 
 
 @dunder("__setitem__")

@@ -16,7 +16,14 @@ from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.wrapping import binary_operator, require_tensor, tensor_method
 from pylucid.tensor import Tensor
 
-__all__ = ["MatmulBackward", "matmul"]
+__all__ = [
+    "addmm",
+    "baddbmm",
+    "bmm",
+    "dot",
+    "mm",
+    "mv",
+    "outer","MatmulBackward", "matmul"]
 
 
 def _as_matrices(a_shape: Shape, b_shape: Shape) -> tuple[Shape, Shape]:
@@ -158,3 +165,77 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     require_tensor("matmul", "a", a)
     require_tensor("matmul", "b", b)
     return MatmulBackward.apply(a, b)
+
+
+def _check_ndim(op: str, name: str, x: Tensor, ndim: int) -> None:
+    require_tensor(op, name, x)
+    if x.ndim != ndim:
+        raise ValueError(f"{op}: {name} must be {ndim}-d, got shape {x.shape}")
+
+
+@tensor_method
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    """The product of two matrices (2-d only, as ``torch.mm``); see :func:`matmul`."""
+    _check_ndim("mm", "a", a, 2)
+    _check_ndim("mm", "b", b, 2)
+    return matmul(a, b)
+
+
+@tensor_method
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched matrix products of two 3-d tensors with one batch size (no broadcasting, as
+    ``torch.bmm``); see :func:`matmul`."""
+    _check_ndim("bmm", "a", a, 3)
+    _check_ndim("bmm", "b", b, 3)
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"bmm: batch sizes differ: a {a.shape}, b {b.shape}")
+    return matmul(a, b)
+
+
+@tensor_method
+def mv(a: Tensor, v: Tensor) -> Tensor:
+    """The product of a matrix and a vector."""
+    _check_ndim("mv", "a", a, 2)
+    _check_ndim("mv", "v", v, 1)
+    return matmul(a, v)
+
+
+@tensor_method
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    """The inner product of two 1-d tensors of one length."""
+    _check_ndim("dot", "a", a, 1)
+    _check_ndim("dot", "b", b, 1)
+    return matmul(a, b)
+
+
+@tensor_method
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """The outer product ``a[:, None] * b[None, :]`` of two 1-d tensors."""
+    _check_ndim("outer", "a", a, 1)
+    _check_ndim("outer", "b", b, 1)
+    return a.reshape((-1, 1)) * b.reshape((1, -1))
+
+
+def _scaled_sum(input: Tensor, product: Tensor, beta: float, alpha: float) -> Tensor:  # noqa: A002
+    """``beta * input + alpha * product``; ``beta = 0`` ignores ``input`` (nan included),
+    as PyTorch does."""
+    scaled = product if alpha == 1 else product * alpha
+    if beta == 0:
+        return scaled
+    return (input if beta == 1 else input * beta) + scaled
+
+
+@tensor_method
+def addmm(
+    input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1  # noqa: A002
+) -> Tensor:
+    """``beta * input + alpha * (mat1 @ mat2)`` (``input`` broadcast), as ``torch.addmm``."""
+    return _scaled_sum(input, mm(mat1, mat2), beta, alpha)
+
+
+@tensor_method
+def baddbmm(
+    input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1, alpha: float = 1  # noqa: A002
+) -> Tensor:
+    """``beta * input + alpha * bmm(batch1, batch2)``, as ``torch.baddbmm``."""
+    return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)

@@ -1,6 +1,8 @@
 """Reductions over all axes, one axis or a tuple of axes.
 
-Public: sum, mean, prod, max (alias amax), min (alias amin), argmax, argmin, var, std.
+Public: sum, mean, prod, amax, amin, max and min (PyTorch's: all elements, or ``(values,
+indices)`` along one dim, or elementwise against a tensor), aminmax, argmax, argmin, var, std,
+var_mean, std_mean.
 
 Each takes ``axis=`` (None: every axis; an int; a tuple of ints) and ``keepdims=``, with
 PyTorch's ``dim=`` / ``keepdim=`` as aliases; ``argmax`` / ``argmin`` take one axis or None
@@ -28,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from pylucid import return_types
 from pylucid.backends.base import Axes, Backend, Shape
 from pylucid.dtypes import DType, int64
 from pylucid.ops.base import Op, ReduceOp, bound_primitive
-from pylucid.ops.binary import where
+from pylucid.ops.binary import maximum, minimum, where
+from pylucid.ops.gathering import gather
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.shape import concatenate
 from pylucid.ops.wrapping import (
@@ -55,6 +59,7 @@ __all__ = [
     "VarBackward",
     "amax",
     "amin",
+    "aminmax",
     "argmax",
     "argmin",
     "max",
@@ -63,7 +68,9 @@ __all__ = [
     "prod",
     "std",
     "sum",
+    "std_mean",
     "var",
+    "var_mean",
 ]
 
 
@@ -503,12 +510,125 @@ def _moment_wrapper(op_class: type[Op]) -> Callable[..., Tensor]:
 sum = reduction_wrapper(SumBackward)  # noqa: A001  (pylucid.sum, like numpy.sum and torch.sum)
 mean = reduction_wrapper(MeanBackward)
 prod = reduction_wrapper(ProdBackward)
-max = reduction_wrapper(MaxBackward)  # noqa: A001  (torch.amax semantics: values only)
-min = reduction_wrapper(MinBackward)  # noqa: A001  (torch.amin semantics: values only)
+_amax = reduction_wrapper(MaxBackward, method=False)
+_amin = reduction_wrapper(MinBackward, method=False)
 argmax = _arg_wrapper(ArgmaxBackward)
 argmin = _arg_wrapper(ArgminBackward)
 var = _moment_wrapper(VarBackward)
 std = _moment_wrapper(StdBackward)
+
+
+def _one_dim(op: str, x: Tensor, dim: Any) -> int:
+    """``dim`` (one int) normalised for ``x``; a tuple raises, naming what to call."""
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(
+            f"{op}: dim must be one int (PyTorch's {op}(x, dim) returns values and indices "
+            f"along it), got {dim!r}; for several axes use a{op}(x, dim=...), values only"
+        )
+    return normalize_axes(op, x, dim, None)[0] if x.ndim else 0
+
+
+def _select(
+    op: str, arg_class: type[Op], result: type, x: Tensor, dim: Any, keepdim: bool
+) -> Any:
+    """``(values, indices)`` of the extremum along ``dim``: the indices by ``arg_class``, the
+    values gathered at them, so the gradient goes to the selected element alone (PyTorch's
+    rule for ``max(x, dim)``, where ``amax`` shares it among ties)."""
+    axis = _one_dim(op, x, dim)
+    flat = x.reshape((1,)) if x.ndim == 0 else x
+    _refuse_empty(op, flat.shape, (axis,))
+    indices = arg_class.apply(flat, axis=axis, keepdims=True)
+    values = gather(flat, axis, indices)
+    if x.ndim == 0:
+        return result(values.reshape(()), indices.reshape(()))
+    if not keepdim:
+        values, indices = values.squeeze(axis), indices.squeeze(axis)
+    return result(values, indices)
+
+
+def _extremum(
+    op: str,
+    whole: Callable[..., Tensor],
+    arg_class: type[Op],
+    elementwise: Callable[[Any, Any], Tensor],
+    result: type,
+) -> Callable[..., Any]:
+    def extremum(
+        x: Tensor,
+        dim: int | Tensor | None = None,
+        keepdim: bool = False,
+        *,
+        axis: int | None = None,
+        keepdims: bool | None = None,
+    ) -> Any:
+        require_tensor(op, "x", x)
+        if isinstance(dim, Tensor):  # torch.max(a, b): the elementwise maximum
+            return elementwise(x, dim)
+        if dim is not None and axis is not None:
+            raise TypeError(f"{op}: pass dim= or its alias axis=, not both")
+        chosen = dim if axis is None else axis
+        keep = bool(keepdim if keepdims is None else keepdims)
+        if chosen is None:
+            if keep:
+                raise TypeError(f"{op}: keepdim needs a dim (PyTorch's {op}(x) reduces all)")
+            return whole(x)
+        return _select(op, arg_class, result, x, chosen, keep)
+
+    extremum.__name__ = extremum.__qualname__ = op
+    extremum.__doc__ = (
+        f"PyTorch's ``{op}``: ``{op}(x)`` is the {op}imum of all elements (a 0-d tensor; "
+        f"tied elements share the gradient, see :class:`{whole.__name__}`); "
+        f"``{op}(x, dim, keepdim=False)`` returns the named tuple ``(values, indices)`` along "
+        f"``dim`` (the first {op}imum; NaN counts as the {op}imum; the gradient goes to the "
+        f"selected element); ``{op}(x, other)`` is the elementwise {op}imum. Use "
+        f"``a{op}`` for the values over several axes."
+    )
+    return tensor_method(extremum)
+
+
+max = _extremum("max", _amax, ArgmaxBackward, maximum, return_types.max)  # noqa: A001
+min = _extremum("min", _amin, ArgminBackward, minimum, return_types.min)  # noqa: A001
+
+
+@tensor_method
+def aminmax(x: Tensor, *, dim: int | None = None, keepdim: bool = False) -> Any:
+    """The named tuple ``(min, max)`` of ``x`` (over ``dim``, or all elements), as
+    :func:`amin` and :func:`amax` give them."""
+    return return_types.aminmax(
+        amin(x, dim=dim, keepdim=keepdim), amax(x, dim=dim, keepdim=keepdim)
+    )
+
+
+@tensor_method
+def var_mean(
+    x: Tensor,
+    dim: int | Sequence[int] | None = None,
+    *,
+    correction: float | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """``(var(x), mean(x))`` over ``dim`` (a plain tuple, as PyTorch returns)."""
+    return (
+        var(x, dim=dim, correction=correction, unbiased=unbiased, keepdim=keepdim),
+        mean(x, dim=dim, keepdim=keepdim),
+    )
+
+
+@tensor_method
+def std_mean(
+    x: Tensor,
+    dim: int | Sequence[int] | None = None,
+    *,
+    correction: float | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """``(std(x), mean(x))`` over ``dim`` (a plain tuple, as PyTorch returns)."""
+    return (
+        std(x, dim=dim, correction=correction, unbiased=unbiased, keepdim=keepdim),
+        mean(x, dim=dim, keepdim=keepdim),
+    )
 
 
 @tensor_method
@@ -520,9 +640,9 @@ def amax(
     dim: int | Sequence[int] | None = None,
     keepdim: bool | None = None,
 ) -> Tensor:
-    """:func:`max` under PyTorch's name (``torch.amax``: values only, ties share the
-    gradient); see :class:`MaxBackward`."""
-    return max(x, axis, keepdims, dim=dim, keepdim=keepdim)
+    """The maximum over ``axis`` (all axes when None; an int or a tuple), values only, as
+    ``torch.amax``: tied maxima share the gradient; see :class:`MaxBackward`."""
+    return _amax(x, axis, keepdims, dim=dim, keepdim=keepdim)
 
 
 @tensor_method
@@ -534,6 +654,6 @@ def amin(
     dim: int | Sequence[int] | None = None,
     keepdim: bool | None = None,
 ) -> Tensor:
-    """:func:`min` under PyTorch's name (``torch.amin``: values only, ties share the
-    gradient); see :class:`MinBackward`."""
-    return min(x, axis, keepdims, dim=dim, keepdim=keepdim)
+    """The minimum over ``axis`` (all axes when None; an int or a tuple), values only, as
+    ``torch.amin``: tied minima share the gradient; see :class:`MinBackward`."""
+    return _amin(x, axis, keepdims, dim=dim, keepdim=keepdim)

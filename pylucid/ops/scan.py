@@ -1,8 +1,16 @@
-"""Scans: cumsum and cumprod along a dimension, with PyTorch's arguments and dtypes.
+"""Scans: cumsum, cumprod, cummax and cummin along a dimension, with PyTorch's arguments
+and dtypes.
 
-Public: cumsum, cumprod (functions and Tensor methods). Integer and bool inputs scan in
-int64, as PyTorch's (exactly, wrapping on overflow); ``dtype=`` casts the input first.
-On the CPU float32 accumulates in float64 (:mod:`pylucid.kernels.scan`). AMP: KEEP_INPUT.
+Public: cumsum, cumprod, cummax, cummin (functions and Tensor methods). Integer and bool
+inputs of cumsum and cumprod scan in int64, as PyTorch's (exactly, wrapping on overflow);
+``dtype=`` casts the input first. On the CPU float32 accumulates in float64
+(:mod:`pylucid.kernels.scan`). AMP: KEEP_INPUT.
+
+``cummax`` / ``cummin`` return the named tuple ``(values, indices)``: position ``i`` holds
+the extremum of the first ``i + 1`` elements and where it is, PyTorch's rule: the index moves
+on ties (the last of equal extrema), and once a NaN is met the values stay NaN, the index
+moving to each later NaN. The values are gathered at the indices, so the gradient of each
+goes to the element it came from.
 """
 
 from __future__ import annotations
@@ -10,15 +18,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from pylucid import return_types
 from pylucid.backends.base import Backend, Shape
 from pylucid.dtypes import DType, int64
 from pylucid.ops.base import Op
-from pylucid.ops.gathering import checked_dim
+from pylucid.ops.gathering import checked_dim, gather
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.wrapping import require_tensor, tensor_method
 from pylucid.tensor import Tensor
 
-__all__ = ["CumprodBackward", "CumsumBackward", "cumprod", "cumsum"]
+__all__ = ["CumprodBackward", "CumsumBackward", "cummax", "cummin", "cumprod", "cumsum"]
 
 
 class _ScanOp(Op):
@@ -125,3 +136,47 @@ def cumsum(x: Tensor, dim: int, dtype: DType | None = None) -> Tensor:
 def cumprod(x: Tensor, dim: int, dtype: DType | None = None) -> Tensor:
     """The cumulative product of ``x`` along ``dim`` (see the module for dtypes)."""
     return _scan(CumprodBackward, "cumprod", x, dim, dtype)
+
+
+def _extremum_indices(values: np.ndarray, largest: bool) -> np.ndarray:
+    """For slices along the last axis: the index of the running extremum at each position
+    (see the module for ties and NaN)."""
+    running = (np.maximum if largest else np.minimum).accumulate(values, axis=-1)
+    previous = running[..., :-1]
+    current = values[..., 1:]
+    better = current >= previous if largest else current <= previous
+    if values.dtype.kind == "f":
+        better = np.isnan(current) | (better & ~np.isnan(previous))
+    positions = np.arange(values.shape[-1])
+    moves = np.concatenate([np.ones((*values.shape[:-1], 1), bool), better], axis=-1)
+    return np.maximum.accumulate(np.where(moves, positions, 0), axis=-1)
+
+
+def _cumulative_extremum(op: str, result: type, x: Tensor, dim: int, largest: bool) -> Any:
+    require_tensor(op, "x", x)
+    axis = checked_dim(op, x, dim)
+    flat = x.reshape((1,)) if x.ndim == 0 else x
+    if flat.shape[axis] == 0:
+        empty = Tensor._make(flat._backend.full(flat.shape, 0, int64), flat._backend, int64)
+        return result(flat * 1, empty)
+    values = np.moveaxis(flat.numpy(), axis, -1)
+    where = np.ascontiguousarray(np.moveaxis(_extremum_indices(values, largest), -1, axis))
+    indices = Tensor._make(flat._backend.from_numpy(where, int64), flat._backend, int64)
+    chosen = gather(flat, axis, indices)
+    if x.ndim == 0:
+        return result(chosen.reshape(()), indices.reshape(()))
+    return result(chosen, indices)
+
+
+@tensor_method
+def cummax(x: Tensor, dim: int) -> Any:
+    """The named tuple ``(values, indices)`` of the running maximum along ``dim`` (see the
+    module for ties, NaN and the gradient)."""
+    return _cumulative_extremum("cummax", return_types.cummax, x, dim, largest=True)
+
+
+@tensor_method
+def cummin(x: Tensor, dim: int) -> Any:
+    """The named tuple ``(values, indices)`` of the running minimum along ``dim`` (see the
+    module for ties, NaN and the gradient)."""
+    return _cumulative_extremum("cummin", return_types.cummin, x, dim, largest=False)

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from pylucid.backends.base import Backend, Shape
-from pylucid.dtypes import DType
+from pylucid.compat import differs
+from pylucid.dtypes import DType, names_dtype
 from pylucid.ops import views
 from pylucid.ops.base import VARIADIC, Op, UnaryOp, broadcast_shapes
 from pylucid.ops.indexing import GetitemBackward, plan_index
@@ -41,6 +42,7 @@ __all__ = [
     "StackBackward",
     "TransposeBackward",
     "broadcast_to",
+    "chunk",
     "cat",
     "concatenate",
     "expand",
@@ -48,9 +50,11 @@ __all__ = [
     "permute",
     "reshape",
     "split",
+    "tensor_split",
     "squeeze",
     "stack",
     "swapaxes",
+    "t",
     "transpose",
     "unsqueeze",
     "view",
@@ -223,6 +227,15 @@ def _matrix_transpose(x: Tensor) -> Tensor:
     return TransposeBackward.apply(x, dim0=x.ndim - 2, dim1=x.ndim - 1)
 
 
+@tensor_method
+def t(x: Tensor) -> Tensor:
+    """The transpose of a matrix; a tensor of fewer dimensions itself (``torch.t``)."""
+    require_tensor("t", "x", x)
+    if x.ndim > 2:
+        raise ValueError(f"t: expects a tensor of at most 2 dimensions, got shape {x.shape}")
+    return _transpose_all(x)
+
+
 dunder("T")(property(_transpose_all, doc=_transpose_all.__doc__))
 dunder("mT")(property(_matrix_transpose, doc=_matrix_transpose.__doc__))
 
@@ -294,10 +307,20 @@ def reshape(x: Tensor, *shape: Any) -> Tensor:
 
 
 @tensor_method
+@differs(
+    "copies where the strides allow no view (PyTorch raises); view(dtype), which reinterprets "
+    "the bytes, raises NotImplementedError"
+)
 def view(x: Tensor, *shape: Any) -> Tensor:
     """An alias of :func:`reshape` (see the module notes: it copies instead of failing when
-    the strides do not allow a view)."""
+    the strides do not allow a view). ``view(dtype)`` is not supported: it raises."""
     require_tensor("view", "x", x)
+    if len(shape) == 1 and names_dtype(shape[0]) and not _is_int(shape[0]):
+        raise NotImplementedError(
+            f"view({shape[0]!r}): reinterpreting a tensor's bytes as another dtype is not "
+            f"supported by pylucid; convert the values with x.to({shape[0]!r}), or go through "
+            f"NumPy: pylucid.from_numpy(x.numpy().view(...))"
+        )
     return ReshapeBackward.apply(x, new_shape=_resolve_shape("view", x, _sizes("view", shape)))
 
 
@@ -590,3 +613,46 @@ def split(
         pieces.append(GetitemBackward.apply(x, plan=plan_index("split", key, x.shape)))
         offset += n
     return tuple(pieces)
+
+
+@tensor_method
+def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """``x`` cut along ``dim`` into ``chunks`` pieces of ``ceil(size / chunks)`` (the last
+    may be smaller, and fewer pieces come back when the size does not allow ``chunks``), as
+    ``torch.chunk``."""
+    require_tensor("chunk", "x", x)
+    if not _is_int(chunks) or chunks < 1:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    if not x.ndim:
+        raise ValueError("chunk: a 0-d tensor has no dim to cut")
+    total = x.shape[_axis("chunk", dim, x.ndim, "dim")]
+    return split(x, -(-total // int(chunks)) if total else [0] * int(chunks), dim=dim)
+
+
+@tensor_method
+def tensor_split(
+    x: Tensor, indices_or_sections: int | Sequence[int] | Tensor, dim: int = 0
+) -> tuple[Tensor, ...]:
+    """``x`` cut along ``dim`` as ``torch.tensor_split``: an int ``n`` gives ``n`` pieces,
+    the first ``size % n`` one element longer; a sequence gives the indices to cut before."""
+    require_tensor("tensor_split", "x", x)
+    if not x.ndim:
+        raise ValueError("tensor_split: a 0-d tensor has no dim to cut")
+    at = _axis("tensor_split", dim, x.ndim, "dim")
+    total = x.shape[at]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if _is_int(indices_or_sections):
+        n = int(indices_or_sections)
+        if n < 1:
+            raise ValueError(f"tensor_split: sections must be a positive int, got {n}")
+        sizes = [total // n + (1 if i < total % n else 0) for i in range(n)]
+    else:
+        cuts = [min(max(int(c) if c >= 0 else int(c) + total, 0), total)
+                for c in _sizes("tensor_split", (indices_or_sections,), "indices")]  # fmt: skip
+        bounds = [0, *cuts, total]
+        return tuple(
+            x[(*(slice(None),) * at, slice(start, max(start, end)))]
+            for start, end in zip(bounds, bounds[1:])
+        )
+    return split(x, sizes, dim=at)

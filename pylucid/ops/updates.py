@@ -48,8 +48,8 @@ def _check(op: str, param: Tensor, grad: Tensor, states: dict[str, Tensor | None
         if t.shape != param.shape or t.dtype is not param.dtype or t._backend is not param._backend:
             raise ValueError(
                 f"{op}: {name} must match the parameter (shape {param.shape}, "
-                f"{param.dtype.name} on {param.device!r}); got shape {t.shape}, "
-                f"{t.dtype.name} on {t.device!r}"
+                f"{param.dtype.name} on '{param.device}'); got shape {t.shape}, "
+                f"{t.dtype.name} on '{t.device}'"
             )
     for name, t in {"param": param, **states}.items():
         if t is not None:
@@ -232,7 +232,7 @@ def clip_grads_by_norm_(
         if g._backend is not be or g.dtype is not dtype:
             raise ValueError(
                 f"clip_grads_by_norm_: the gradients must share one device and dtype; got "
-                f"{dtype.name} on {first.device!r} and {g.dtype.name} on {g.device!r}"
+                f"{dtype.name} on '{first.device}' and {g.dtype.name} on '{g.device}'"
             )
         views.check_writable("clip_grads_by_norm_", g)
     per_tensor = be.norms([g._storage for g in grads], norm_type, dtype)

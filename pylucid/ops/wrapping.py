@@ -13,7 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from pylucid.dtypes import DType, as_dtype, bool_, float32, int32, int64, result_type
+from pylucid.dtypes import (
+    DType,
+    as_dtype,
+    bool_,
+    float32,
+    int32,
+    int64,
+    on_default_change,
+    result_type,
+)
 from pylucid.ops.base import Op
 from pylucid.tensor import Tensor
 
@@ -154,6 +163,8 @@ _INTEGER_RANGES = {
 }
 #: (tensor dtype, number type) -> (the result's dtype, the dtype the number is stored in).
 _LIFTED: dict[tuple[DType, type], tuple[DType, DType]] = {}
+on_default_change(_NUMBERS.clear)  # (a float lifted against an integer tensor takes the default)
+on_default_change(_LIFTED.clear)
 
 
 def _lifted_dtypes(like: DType, number: type) -> tuple[DType, DType]:
@@ -247,7 +258,9 @@ def _normalized_axes(
     return tuple(sorted(axes))
 
 
-def reduction_wrapper(op_class: type[Op]) -> Callable[..., Tensor]:
+def reduction_wrapper(op_class: type[Op], method: bool = True) -> Callable[..., Tensor]:
+    """The wrapper of a reduction op (``axis``/``dim``, ``keepdims``/``keepdim``), installed
+    as the Tensor method of its name unless ``method`` is False."""
     name = op_class.schema_v1.name
 
     def wrapper(
@@ -269,7 +282,7 @@ def reduction_wrapper(op_class: type[Op]) -> Callable[..., Tensor]:
         f"reduced axes as size 1 if ``keepdims``. PyTorch's ``dim=`` / ``keepdim=`` are "
         f"accepted as aliases. See :class:`{op_class.__name__}` for the gradient."
     )
-    return tensor_method(wrapper)
+    return tensor_method(wrapper) if method else wrapper
 
 
 def _reflected(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:

@@ -164,8 +164,8 @@ class Optimizer:
         if grad.shape != p.shape or grad.dtype is not p.dtype or grad.device != p.device:
             raise ValueError(
                 f"{name}.step: a gradient (shape {grad.shape}, {grad.dtype.name} on "
-                f"{grad.device!r}) does not match its parameter (shape {p.shape}, "
-                f"{p.dtype.name} on {p.device!r})"
+                f"'{grad.device}') does not match its parameter (shape {p.shape}, "
+                f"{p.dtype.name} on '{p.device}')"
             )
         return grad.detach() if grad.requires_grad else grad
 

@@ -120,6 +120,9 @@ class MLXCore:
                 f"(mlx.core.set_memory_limit changes the limit)"
             )
 
+    def is_contiguous(self, a: Any) -> bool:
+        return True  # (MLX exposes no strides: its arrays are row-major to every reader)
+
     def is_writable(self, a: Any) -> bool:
         return True  # a tensor takes a new array; views are logical (pylucid.ops.views)
 
@@ -128,6 +131,10 @@ class MLXCore:
 
     def accumulate(self, dst: Any, src: Any) -> Any:
         return self.mx.add(dst, src, stream=self._stream(self.dtype(dst)))
+
+    def synchronize(self) -> None:
+        """Wait for MLX's default stream (its lazy graphs evaluate asynchronously)."""
+        self.mx.synchronize()
 
     def is_private(self, a: Any) -> bool:
         return True  # immutable: no one can change it under a tensor that takes it

@@ -164,10 +164,16 @@ class NumbaCore:
             return a.astype(dtype.numpy)
 
     def clone(self, a: np.ndarray) -> np.ndarray:
-        return np.array(a, copy=True)
+        return np.array(a, copy=True, order="C")
 
     def check_allocation(self, op: str, shape: Shape, dtype: DType) -> None:
         """Nothing to check: NumPy allocates at once and raises MemoryError itself."""
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: every kernel runs to completion before it returns."""
+
+    def is_contiguous(self, a: np.ndarray) -> bool:
+        return bool(a.flags.c_contiguous)
 
     def is_writable(self, a: np.ndarray) -> bool:
         return bool(a.flags.writeable)

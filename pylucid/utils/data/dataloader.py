@@ -1,6 +1,10 @@
 """``DataLoader``: batches from a dataset, with PyTorch's arguments and their checks.
 
-pylucid loads every batch in the calling process: ``num_workers`` must be 0.
+pylucid loads every batch in the calling process. A map-style dataset with ``num_workers >
+0`` gives the batches PyTorch's workers would give, in the same order (the sampler runs in
+the main process there too), so the option is accepted and loading stays in this process;
+an iterable-style dataset with workers is refused, since PyTorch would give each worker a
+copy of it to iterate (duplicating its samples unless it shards by ``get_worker_info``).
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ def _check_workers(
     prefetch_factor: int | None,
     persistent_workers: bool,
     multiprocessing_context: Any,
+    iterable: bool,
 ) -> None:
-    """PyTorch's checks of the worker arguments, and the refusal of worker processes."""
+    """PyTorch's checks of the worker arguments; worker options are accepted with workers
+    (and do nothing: see the module), refused without them, as PyTorch refuses them."""
     if isinstance(num_workers, bool) or not isinstance(num_workers, int):
         raise TypeError(f"DataLoader: num_workers must be an integer, got {num_workers!r}")
     if num_workers < 0:
@@ -41,16 +47,18 @@ def _check_workers(
             f"DataLoader: num_workers option should be non-negative, got {num_workers}; use "
             f"num_workers=0 to load in the main process"
         )
-    if num_workers > 0:
+    if num_workers > 0 and iterable:
         raise NotImplementedError(
-            f"DataLoader: num_workers={num_workers} asks for worker processes, but pylucid "
-            f"loads every batch in the main process: its tensors live in Numba and MLX "
-            f"storage that a forked worker pool cannot hand back without copying each batch, "
-            f"and MLX's GPU state does not survive a fork. Use num_workers=0 (give "
-            f"TensorDataset-like datasets a __getitems__ so a batch is one gather)"
+            f"DataLoader: num_workers={num_workers} with an IterableDataset: PyTorch gives "
+            f"each worker process a copy of the dataset to iterate (each sample {num_workers} "
+            f"times unless the dataset shards itself with get_worker_info()), and pylucid "
+            f"loads in the main process only, so it cannot give the same stream. Use "
+            f"num_workers=0 (the same samples as one PyTorch worker)"
         )
     if timeout < 0:
         raise ValueError(f"DataLoader: timeout option should be non-negative, got {timeout}")
+    if num_workers > 0:
+        return
     if timeout > 0:
         raise ValueError(
             f"DataLoader: timeout={timeout} bounds waiting for worker processes, which "
@@ -113,8 +121,9 @@ class DataLoader:
         The batches of indices (excludes ``batch_size``, ``shuffle``, ``sampler`` and
         ``drop_last``).
     num_workers : int
-        Must be 0: pylucid loads in the main process (a larger value raises
-        NotImplementedError).
+        Accepted for map-style datasets, which load in the main process whatever it is
+        (the same batches in the same order as PyTorch's workers give); refused above 0 for
+        an iterable-style dataset (NotImplementedError, see the module).
     collate_fn : callable, optional
         Makes a batch from a list of samples (default :func:`default_collate`).
     pin_memory : bool
@@ -123,8 +132,9 @@ class DataLoader:
     drop_last : bool
         Leave out the last batch when it is short.
     timeout, worker_init_fn, multiprocessing_context, prefetch_factor, persistent_workers
-        Worker options: accepted at their defaults only (``worker_init_fn`` is never
-        called, as in PyTorch without workers).
+        Worker options: accepted with ``num_workers > 0`` and without effect (no worker
+        process starts, so ``worker_init_fn`` is never called); refused without workers,
+        as PyTorch refuses them.
     generator : Generator, optional
         Draws the shuffled order (default: :data:`pylucid.default_generator`, so
         :func:`pylucid.manual_seed` makes it reproducible).
@@ -139,7 +149,7 @@ class DataLoader:
         with ``drop_last``; an iterable dataset with ``shuffle``, ``sampler`` or
         ``batch_sampler``; and worker options without workers.
     NotImplementedError
-        For ``num_workers > 0``.
+        For ``num_workers > 0`` with an iterable-style dataset.
 
     Notes
     -----
@@ -175,7 +185,12 @@ class DataLoader:
         in_order: bool = True,
     ) -> None:
         _check_workers(
-            num_workers, timeout, prefetch_factor, persistent_workers, multiprocessing_context
+            num_workers,
+            timeout,
+            prefetch_factor,
+            persistent_workers,
+            multiprocessing_context,
+            isinstance(dataset, IterableDataset),
         )
         if generator is not None and not isinstance(generator, Generator):
             raise TypeError(

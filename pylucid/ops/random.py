@@ -1,0 +1,176 @@
+"""Random draws that take a tensor: ``multinomial``, ``bernoulli``, ``normal`` and the
+in-place fills ``normal_``, ``uniform_``, ``bernoulli_`` and ``exponential_``.
+
+Every draw comes from a :class:`pylucid.Generator` (``generator=``, or
+:data:`pylucid.default_generator`), NumPy's PCG64 underneath: a seed gives the same numbers on
+every backend, not PyTorch's numbers. Draws are not differentiable; the in-place fills are
+in-place ops (:mod:`pylucid.ops.inplace`): on a leaf that requires grad they raise outside
+``no_grad``, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pylucid import dtypes
+from pylucid.dtypes import bool_, float64, int64
+from pylucid.factories import rand, randn
+from pylucid.generator import Generator, draw_source
+from pylucid.ops.inplace import copy_
+from pylucid.ops.wrapping import require_tensor, tensor_method
+from pylucid.tensor import Tensor
+
+__all__ = [
+    "bernoulli",
+    "bernoulli_",
+    "exponential_",
+    "multinomial",
+    "normal",
+    "normal_",
+    "uniform_",
+]
+
+
+def _like(values: np.ndarray, like: Tensor, dtype: Any = None) -> Tensor:
+    kind = like.dtype if dtype is None else dtype
+    return Tensor._make(like._backend.from_numpy(values, kind), like._backend, kind)
+
+
+@tensor_method
+def multinomial(
+    input: Tensor,  # noqa: A002  (torch.multinomial's name)
+    num_samples: int,
+    replacement: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
+    """``num_samples`` category indices (int64) per row of ``input`` (1-d or 2-d; weights
+    that need not sum to one), drawn in proportion to the weights, with or without
+    ``replacement``, as ``torch.multinomial``.
+
+    Raises
+    ------
+    ValueError
+        For a negative, infinite or NaN weight, a row summing to zero, or, without
+        replacement, more samples than the row has categories of non-zero weight.
+    """
+    require_tensor("multinomial", "input", input)
+    if input.ndim not in (1, 2) or not input.dtype.is_floating_point:
+        raise ValueError(
+            f"multinomial: input must be a 1-d or 2-d floating tensor of weights, got "
+            f"{input.dtype.name} of shape {input.shape}"
+        )
+    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)):
+        raise TypeError(f"multinomial: num_samples must be an int, got {num_samples!r}")
+    weights = np.atleast_2d(input.numpy().astype(np.float64))
+    rows, categories = weights.shape
+    if num_samples <= 0:
+        raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+    if not np.isfinite(weights).all() or (weights < 0).any():
+        raise ValueError("multinomial: weights must be finite and non-negative")
+    totals = weights.sum(axis=1)
+    if (totals <= 0).any():
+        raise ValueError("multinomial: a row of weights sums to zero (no category can be drawn)")
+    if not replacement and num_samples > int((weights > 0).sum(axis=1).min()):
+        raise ValueError(
+            f"multinomial: cannot draw {num_samples} samples without replacement from a row "
+            f"with only {int((weights > 0).sum(axis=1).min())} categories of non-zero weight "
+            f"(of {categories})"
+        )
+    source = draw_source(generator, "multinomial")
+    if replacement:
+        cumulative = np.cumsum(weights, axis=1)
+        points = source.random((rows, num_samples)) * cumulative[:, -1:]
+        drawn = np.stack([np.searchsorted(c, p, side="right") for c, p in zip(cumulative, points)])
+        drawn = np.minimum(drawn, categories - 1)  # (a draw at the very top of the last bin)
+    else:  # each category's key u^(1/w): the largest keys are a draw without replacement
+        with np.errstate(divide="ignore"):
+            keys = np.log(source.random((rows, categories))) / weights
+        drawn = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
+    drawn = drawn.astype(np.int64)
+    return _like(drawn if input.ndim == 2 else drawn[0], input, int64)
+
+
+@tensor_method
+def bernoulli(
+    input: Tensor,  # noqa: A002  (torch.bernoulli's name)
+    p: float | None = None,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
+    """Draws of 1 with probability ``input`` (or ``p``), else 0, in ``input``'s dtype."""
+    require_tensor("bernoulli", "input", input)
+    probability = input.numpy() if p is None else p
+    draws = draw_source(generator, "bernoulli").random(input.shape) < probability
+    return _like(draws.astype(input.dtype.numpy), input)
+
+
+def normal(
+    mean: Tensor | float,
+    std: Tensor | float = 1.0,
+    size: tuple[int, ...] | None = None,
+    *,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: str | None = None,
+) -> Tensor:
+    """Normal draws with ``mean`` and ``std`` (tensors broadcast against each other, or
+    numbers with ``size``), as ``torch.normal``."""
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        like = mean if isinstance(mean, Tensor) else std
+        shape = np.broadcast_shapes(
+            *(t.shape for t in (mean, std) if isinstance(t, Tensor))
+        )
+        draws = randn(*shape, generator=generator, dtype=float64, device=like._backend.name)
+        return (draws * std + mean).to(like.dtype).detach()  # (no gradient: a draw)
+    if size is None:
+        raise TypeError("normal: with a number mean and std, give size=")
+    draws = randn(*size, generator=generator, dtype=float64, device=device)
+    return (draws * std + mean).to(dtypes.default_float if dtype is None else dtype)
+
+
+def _fill(op: str, x: Tensor, draws: Tensor) -> Tensor:
+    require_tensor(op, "x", x)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected a floating tensor, got {x.dtype.name}")
+    return copy_(x, draws.to(x.dtype))
+
+
+@tensor_method
+def normal_(
+    x: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None
+) -> Tensor:
+    """Fill ``x`` in place with draws from N(mean, std²)."""
+    if std < 0:
+        raise ValueError(f"normal_: std must be >= 0, got {std}")
+    draws = randn(*x.shape, generator=generator, dtype=float64, device=x._backend.name)
+    return _fill("normal_", x, draws * std + mean)
+
+
+@tensor_method
+def uniform_(
+    x: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Generator | None = None
+) -> Tensor:
+    """Fill ``x`` in place with draws from U(a, b)."""
+    if not a <= b:
+        raise ValueError(f"uniform_: need a <= b, got a={a}, b={b}")
+    draws = rand(*x.shape, generator=generator, dtype=float64, device=x._backend.name)
+    return _fill("uniform_", x, draws * (b - a) + a)
+
+
+@tensor_method
+def bernoulli_(x: Tensor, p: float = 0.5, *, generator: Generator | None = None) -> Tensor:
+    """Fill ``x`` in place with 1 (probability ``p``) or 0."""
+    draws = draw_source(generator, "bernoulli_").random(x.shape) < p
+    return copy_(x, _like(draws.astype(np.bool_), x, bool_).to(x.dtype))
+
+
+@tensor_method
+def exponential_(x: Tensor, lambd: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    """Fill ``x`` in place with draws from the exponential distribution of rate ``lambd``."""
+    if lambd <= 0:
+        raise ValueError(f"exponential_: lambd must be positive, got {lambd}")
+    draws = draw_source(generator, "exponential_").exponential(1.0 / lambd, x.shape)
+    return _fill("exponential_", x, _like(draws, x, float64))
