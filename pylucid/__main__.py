@@ -1,5 +1,6 @@
 """Command line: ``python -m pylucid demo`` (the main job), ``bench`` (the benchmark suite)
-and ``docs`` (regenerate the op reference from the registry)."""
+and ``docs`` (regenerate the op reference from the registry and the PyTorch compatibility
+census from the kept list of names and the code)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         description=bench_cli.__doc__,
     )
     bench_cli.add_arguments(bench_parser)
-    docs_parser = commands.add_parser("docs", help="write docs/ops.md from the op registry")
-    docs_parser.add_argument("--check", action="store_true", help="fail if it is stale")
+    docs_parser = commands.add_parser(
+        "docs", help="write docs/ops.md (op registry) and docs/torch-compat.md (census)"
+    )
+    docs_parser.add_argument("--check", action="store_true", help="fail if either is stale")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from pylucid import demo
@@ -30,17 +33,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         return bench_cli.main(args)
     if args.command == "docs":
-        from pylucid import opdocs
+        from pylucid import compat_census, opdocs
 
-        text = opdocs.render()
-        if args.check:
-            stale = not opdocs.DOCS_PATH.exists() or opdocs.DOCS_PATH.read_text() != text
-            print(f"{opdocs.DOCS_PATH}: {'stale' if stale else 'up to date'}")
-            return int(stale)
-        opdocs.DOCS_PATH.parent.mkdir(exist_ok=True)
-        opdocs.DOCS_PATH.write_text(text)
-        print(f"wrote {opdocs.DOCS_PATH}")
-        return 0
+        pages = [
+            (opdocs.DOCS_PATH, opdocs.render()),
+            (compat_census.DOCS_PATH, compat_census.render()),
+        ]
+        stale_pages = 0
+        for path, text in pages:
+            if args.check:
+                stale = not path.exists() or path.read_text() != text
+                stale_pages += stale
+                print(f"{path}: {'stale' if stale else 'up to date'}")
+            else:
+                path.parent.mkdir(exist_ok=True)
+                path.write_text(text)
+                print(f"wrote {path}")
+        return int(stale_pages > 0)
     return 2
 
 
