@@ -21,7 +21,15 @@ import pytest
 import pylucid as pl
 from pylucid import nn
 from pylucid.graph import gradcheck, gradgradcheck
-from pylucid.nn.utils.rnn import pad_sequence
+from pylucid.nn.utils.rnn import (
+    PackedSequence,
+    pack_padded_sequence,
+    pack_sequence,
+    pad_packed_sequence,
+    pad_sequence,
+    unpack_sequence,
+    unpad_sequence,
+)
 from tests.torch_oracle import DTYPES, TORCH_REASON, assert_close, compare_module
 
 # PyTorch's note that its oneDNN kernels do not cover LSTM projections
@@ -238,10 +246,57 @@ def test_recurrent_errors() -> None:
         nn.LSTMCell(3, 4)(pl.randn(2, 3), (pl.zeros(2, 4), pl.zeros(4)))
 
 
-def test_packed_sequence_input_is_refused(torch: ModuleType) -> None:
-    packed = torch.nn.utils.rnn.pack_sequence([torch.ones(3, 3), torch.ones(2, 3)])
-    with pytest.raises(NotImplementedError, match="PackedSequence inputs are not supported"):
-        nn.LSTM(3, 4)(packed)
+PACKED_CASES = [
+    pytest.param("LSTM", {"num_layers": 2, "bidirectional": True}, False, True, id="lstm"),
+    pytest.param("LSTM", {"bidirectional": True, "proj_size": 2}, True, False, id="lstm-proj"),
+    pytest.param("GRU", {"num_layers": 2}, False, False, id="gru"),
+    pytest.param("RNN", {"bidirectional": True, "nonlinearity": "relu"}, True, True, id="rnn"),
+]
+
+
+def _packed_model(
+    lib: ModuleType, kind: str, options: dict[str, Any], lengths: list[int], batch_first: bool,
+    enforce_sorted: bool,
+) -> Any:  # fmt: skip
+    """A module of ``lib`` that packs its padded input, runs the layer and pads again."""
+    utils = lib.nn.utils.rnn
+
+    class Packed(lib.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = getattr(lib.nn, kind)(3, 4, batch_first=batch_first, **options)
+
+        def forward(self, x: Any, hx: Any) -> Any:
+            packed = utils.pack_padded_sequence(x, lengths, batch_first, enforce_sorted)
+            out, state = self.layer(packed, hx)
+            padded, sizes = utils.pad_packed_sequence(out, batch_first, -1.0, total_length=6)
+            assert sizes.tolist() == lengths
+            return packed.data, padded, state
+
+    return Packed()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("kind", "options", "enforce_sorted", "batch_first"), PACKED_CASES)
+def test_packed_sequences_match_torch(
+    torch: ModuleType, device: str, dtype: str, kind: str, options: dict[str, Any],
+    enforce_sorted: bool, batch_first: bool,
+) -> None:  # fmt: skip
+    """A packed batch through the layer and back to padding: the same packed data, outputs,
+    lengths and final states (each sequence's state after its own last step, in the
+    original order) as PyTorch, and the same gradients."""
+    lengths = [5, 4, 2] if enforce_sorted else [2, 5, 4]
+    states = (2 if options.get("bidirectional") else 1) * options.get("num_layers", 1)
+    x, h0, c0 = _arrays(
+        (3, 5, 3) if batch_first else (5, 3, 3), (states, 3, options.get("proj_size") or 4),
+        (states, 3, 4),
+    )  # fmt: skip
+    args = (x, (h0, c0)) if kind == "LSTM" else (x, h0)
+
+    def build(lib: ModuleType) -> Any:
+        return _packed_model(lib, kind, options, lengths, batch_first, enforce_sorted)
+
+    compare_module(torch, build, args, {}, dtype, device)
 
 
 # -- pad_sequence -----------------------------------------------------------------------------
@@ -278,3 +333,44 @@ def test_pad_sequence_tensor_input_dtype_and_errors(torch: ModuleType) -> None:
         pad_sequence([pl.ones(2, 3), pl.ones(3, 4)])
     with pytest.raises(ValueError, match="padding_side must be 'left' or 'right', got 'middle'"):
         pad_sequence([pl.ones(2)], padding_side="middle")
+
+
+def test_packing_utilities_match_torch(torch: ModuleType, device: str) -> None:
+    rnn_utils = torch.nn.utils.rnn
+    arrays = _arrays((2, 3), (4, 3), (1, 3), (4, 3))
+    ours = pack_sequence([pl.tensor(a, device=device) for a in arrays], enforce_sorted=False)
+    theirs = rnn_utils.pack_sequence([torch.tensor(a) for a in arrays], enforce_sorted=False)
+    assert isinstance(ours, PackedSequence) and isinstance(ours, tuple)
+    assert ours.data.device == device and ours.batch_sizes.device == "cpu"
+    for mine, reference in zip(ours, theirs):  # data, batch_sizes and both permutations
+        np.testing.assert_array_equal(mine.numpy(), reference.numpy())
+    for mine, reference in zip(unpack_sequence(ours), rnn_utils.unpack_sequence(theirs)):
+        np.testing.assert_array_equal(mine.numpy(), reference.numpy())
+    padded, lengths = pad_packed_sequence(ours, batch_first=True, padding_value=7.0)
+    expected, expected_lengths = rnn_utils.pad_packed_sequence(theirs, True, 7.0)
+    np.testing.assert_array_equal(padded.numpy(), expected.numpy())
+    assert lengths.dtype is pl.int64 and lengths.tolist() == expected_lengths.tolist()
+    for mine, reference in zip(
+        unpad_sequence(padded, lengths, batch_first=True),
+        rnn_utils.unpad_sequence(expected, expected_lengths, batch_first=True),
+    ):
+        np.testing.assert_array_equal(mine.numpy(), reference.numpy())
+    moved = ours.to(pl.float32)
+    assert moved.data.dtype is pl.float32 and moved.sorted_indices is not None
+
+
+def test_packing_errors() -> None:
+    x = pl.randn(5, 3, 2)
+    with pytest.raises(ValueError, match="must be in decreasing order when enforce_sorted=True"):
+        pack_padded_sequence(x, [2, 5, 3])
+    with pytest.raises(ValueError, match="every length must be between 1 and the padded length 5"):
+        pack_padded_sequence(x, [2, 0, 3], enforce_sorted=False)
+    with pytest.raises(ValueError, match="every length must be between 1 and the padded length 5"):
+        pack_padded_sequence(x, [6, 2, 3], enforce_sorted=False)
+    with pytest.raises(ValueError, match="2 lengths for a batch of 3 sequences"):
+        pack_padded_sequence(x, [5, 2])
+    packed = pack_padded_sequence(x, [5, 3, 2])
+    with pytest.raises(ValueError, match="total_length=3 and max sequence length being 5"):
+        pad_packed_sequence(packed, total_length=3)
+    with pytest.raises(ValueError, match="expected a packed batch's data to be 2-d"):
+        nn.GRU(2, 4)(packed._replace(data=packed.data.unsqueeze(1)))

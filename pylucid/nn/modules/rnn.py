@@ -6,10 +6,12 @@ Each step is a composition of ops (``matmul``, ``sigmoid``, ``tanh``, ``relu``, 
 parameters have PyTorch's names, shapes, gate orders and initialisation,
 :math:`U(-1/\\sqrt{H}, 1/\\sqrt{H})`, so a PyTorch ``state_dict`` loads.
 
-The time loop runs in Python, one step after the other. Each step reads its input as a
-slice, whose gradient (when the input needs one) is a zero-filled array of the whole input:
-a backward of ``L`` steps costs ``L`` such arrays, which is cheap beside the products for
-sequences up to a few hundred steps.
+The layers take a padded batch, an unbatched sequence or a
+:class:`~pylucid.nn.utils.rnn.PackedSequence` (then each sequence's state stops at its own
+last step, and the output is packed too). The time loop runs in Python, one step after the
+other. Each step reads its input as a slice, whose gradient (when the input needs one) is a
+zero-filled array of the whole input: a backward of ``L`` steps costs ``L`` such arrays,
+cheap beside the products for sequences up to a few hundred steps.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from pylucid.nn import functional as F  # noqa: N812  (PyTorch's idiom)
 from pylucid.nn import init
 from pylucid.nn.modules.module import Module
 from pylucid.nn.parameter import Parameter
+from pylucid.nn.utils.rnn import PackedSequence, packed_steps
 from pylucid.ops import relu, sigmoid, tanh
+from pylucid.ops.gathering import index_select
 from pylucid.ops.shape import concatenate, stack
 from pylucid.tensor import Tensor
 
@@ -184,27 +188,27 @@ class RNNBase(Module):
             for label in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")
         )
 
-    def _check_input(self, input: Tensor) -> bool:  # noqa: A002
-        """Whether ``input`` is batched; raise where its rank or width is wrong."""
+    def _check_input(self, input: Tensor | PackedSequence) -> bool:  # noqa: A002
+        """Whether ``input`` is batched (a packed batch is); raise where its type, rank or
+        width is wrong."""
         name = type(self).__name__
-        if type(input).__name__ == "PackedSequence":
-            raise NotImplementedError(
-                f"{name}: PackedSequence inputs are not supported by pylucid; pass the padded "
-                f"batch (nn.utils.rnn.pad_sequence) and read each sequence's outputs up to its "
-                f"length (h_n then holds the state after the padding, not after the last step)"
+        packed = isinstance(input, PackedSequence)
+        data = input.data if packed else input
+        if not isinstance(data, Tensor):
+            raise TypeError(
+                f"{name}: input must be a Tensor or a PackedSequence, got {type(data).__name__}"
             )
-        if not isinstance(input, Tensor):
-            raise TypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
-        if input.ndim not in (2, 3):
-            raise ValueError(f"{name}: expected input to be 2-d or 3-d, got {input.ndim}-d")
-        if input.shape[-1] != self.input_size:
+        if data.ndim not in ((2,) if packed else (2, 3)):
+            expected = "a packed batch's data to be 2-d" if packed else "input to be 2-d or 3-d"
+            raise ValueError(f"{name}: expected {expected}, got {data.ndim}-d")
+        if data.shape[-1] != self.input_size:
             raise ValueError(
                 f"{name}: input.size(-1) must be equal to input_size. Expected "
-                f"{self.input_size}, got {input.shape[-1]}"
+                f"{self.input_size}, got {data.shape[-1]}"
             )
-        if not input.shape[1 if self.batch_first and input.ndim == 3 else 0]:
-            raise ValueError(f"{name}: the input sequence has no time steps (shape {input.shape})")
-        return input.ndim == 3
+        if not data.shape[1 if self.batch_first and data.ndim == 3 else 0]:
+            raise ValueError(f"{name}: the input sequence has no time steps (shape {data.shape})")
+        return packed or data.ndim == 3
 
     def _initial(
         self, label: str, hx: Tensor | None, batched: bool, batch: int, size: int, like: Tensor
@@ -225,13 +229,16 @@ class RNNBase(Module):
         _check_size(name, label, hx, expected)
         return hx if batched else hx.unsqueeze(1)
 
-    def _run(self, sequence: Tensor, states: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]:
-        """The loop: ``sequence`` ``(L, N, in)`` (or batch first), ``states`` each
-        ``(D num_layers, N, size)``; returns the output and the final ``states``."""
-        axis = 1 if self.batch_first else 0
-        steps = sequence.shape[axis]
-        xs = [sequence[:, t] if self.batch_first else sequence[t] for t in range(steps)]
+    def _run(
+        self, xs: list[Tensor], sizes: list[int], states: Sequence[Tensor]
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """The loop over layers, directions and steps: ``xs`` the input of each step, of
+        ``sizes[t]`` rows (the first rows of the batch: fewer as packed sequences end),
+        ``states`` each ``(D num_layers, N, size)``. A row's state changes only at the steps
+        that have it, so it ends at its own last step (forwards) or starts at it
+        (backwards). Returns the last layer's output at each step and the final states."""
         directions = 2 if self.bidirectional else 1
+        batch, steps = states[0].shape[1], len(xs)
         finals: list[list[Tensor]] = [[] for _ in states]
         for layer in range(self.num_layers):
             if layer and self.training and self.dropout > 0:
@@ -243,8 +250,14 @@ class RNNBase(Module):
                 weights = self._layer_weights(layer, direction)
                 ys = []
                 for t in range(steps - 1, -1, -1) if direction else range(steps):
-                    state = self._step(xs[t], state, weights)
-                    ys.append(state[0])
+                    rows = sizes[t]
+                    if rows == batch:
+                        state = self._step(xs[t], state, weights)
+                        ys.append(state[0])
+                        continue
+                    new = self._step(xs[t], [s[:rows] for s in state], weights)
+                    state = [concatenate([n, s[rows:]]) for n, s in zip(new, state)]
+                    ys.append(new[0])
                 outputs.append(ys[::-1] if direction else ys)
                 for kept, s in zip(finals, state):
                     kept.append(s)
@@ -252,7 +265,7 @@ class RNNBase(Module):
                 xs = outputs[0]
             else:
                 xs = [concatenate([f, b], axis=-1) for f, b in zip(*outputs)]
-        return stack(xs, axis=axis), [stack(kept) for kept in finals]
+        return xs, [stack(kept) for kept in finals]
 
     def _step(
         self, x: Tensor, state: list[Tensor], weights: tuple[Tensor | None, ...]
@@ -265,18 +278,34 @@ class RNNBase(Module):
         return [_rnn_step(self.mode, x, state[0], w_ih, w_hh, b_ih, b_hh)]
 
     def _forward(
-        self, sequence: Tensor, hx: Tensor | None, cx: Tensor | None = None
-    ) -> tuple[Tensor, list[Tensor]]:
-        """``(output, final states)`` for a batched or unbatched ``sequence``."""
+        self, sequence: Tensor | PackedSequence, hx: Tensor | None, cx: Tensor | None = None
+    ) -> tuple[Tensor | PackedSequence, list[Tensor]]:
+        """``(output, final states)`` for a batched, unbatched or packed ``sequence``."""
         batched = self._check_input(sequence)
-        if not batched:
-            sequence = sequence.unsqueeze(1)
-        batch = sequence.shape[0 if self.batch_first else 1]
+        packed = isinstance(sequence, PackedSequence)
+        if packed:
+            sizes = packed_steps(sequence)
+            xs, batch = list(sequence.data.split(sizes)), sizes[0]
+            like = sequence.data
+        else:
+            if not batched:
+                sequence = sequence.unsqueeze(1)
+            axis = 1 if self.batch_first else 0
+            steps, batch = sequence.shape[axis], sequence.shape[1 - axis]
+            xs = [sequence[:, t] if self.batch_first else sequence[t] for t in range(steps)]
+            sizes, like = [batch] * steps, sequence
         out_size = self.proj_size or self.hidden_size
-        states = [self._initial("h0", hx, batched, batch, out_size, sequence)]
+        states = [self._initial("h0", hx, batched, batch, out_size, like)]
         if self.mode == "LSTM":
-            states.append(self._initial("c0", cx, batched, batch, self.hidden_size, sequence))
-        output, finals = self._run(sequence, states)
+            states.append(self._initial("c0", cx, batched, batch, self.hidden_size, like))
+        if packed and sequence.sorted_indices is not None:  # hx is in the original order
+            states = [index_select(s, 1, sequence.sorted_indices) for s in states]
+        ys, finals = self._run(xs, sizes, states)
+        if packed:
+            if sequence.unsorted_indices is not None:
+                finals = [index_select(s, 1, sequence.unsorted_indices) for s in finals]
+            return sequence._replace(data=concatenate(ys)), finals
+        output = stack(ys, axis=1 if self.batch_first else 0)
         if not batched:
             return output.squeeze(1), [s.squeeze(1) for s in finals]
         return output, finals
@@ -323,9 +352,10 @@ class RNN(RNNBase):
         Where the parameters live and their dtype (float32).
 
     ``forward(input, hx=None)`` takes ``(L, N, input_size)`` (or unbatched ``(L,
-    input_size)``) and ``h0`` ``(D num_layers, N, H)`` (zeros if None) and returns
-    ``(output, h_n)``: the last layer's state at every step ``(L, N, D H)`` and the final
-    state of every layer and direction.
+    input_size)``, or a :class:`~pylucid.nn.utils.rnn.PackedSequence`) and ``h0``
+    ``(D num_layers, N, H)`` (zeros if None) and returns ``(output, h_n)``: the last layer's
+    state at every step ``(L, N, D H)`` (packed for a packed input) and the final state of
+    every layer and direction.
     """
 
     def __init__(
@@ -340,7 +370,11 @@ class RNN(RNNBase):
         )  # fmt: skip
         self.nonlinearity = nonlinearity
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+    def forward(
+        self,
+        input: Tensor | PackedSequence,  # noqa: A002
+        hx: Tensor | None = None,
+    ) -> tuple[Tensor | PackedSequence, Tensor]:
         output, (h,) = self._forward(input, hx)
         return output, h
 
@@ -364,7 +398,11 @@ class GRU(RNNBase):
             bidirectional, 0, device, dtype,
         )  # fmt: skip
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+    def forward(
+        self,
+        input: Tensor | PackedSequence,  # noqa: A002
+        hx: Tensor | None = None,
+    ) -> tuple[Tensor | PackedSequence, Tensor]:
         output, (h,) = self._forward(input, hx)
         return output, h
 
@@ -392,9 +430,9 @@ class LSTM(RNNBase):
 
     def forward(
         self,
-        input: Tensor,  # noqa: A002
+        input: Tensor | PackedSequence,  # noqa: A002
         hx: tuple[Tensor, Tensor] | None = None,
-    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    ) -> tuple[Tensor | PackedSequence, tuple[Tensor, Tensor]]:
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError(f"LSTM: hx must be a tuple (h0, c0), got {type(hx).__name__}")
         h0, c0 = (None, None) if hx is None else hx
