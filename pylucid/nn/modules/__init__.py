@@ -29,7 +29,7 @@ from pylucid.nn.modules.loss import (
 from pylucid.nn.modules.module import Module
 from pylucid.nn.modules.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from pylucid.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
-from pylucid.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from pylucid.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from pylucid.nn.modules.sparse import Embedding
 from pylucid.nn.modules.transformer import (
     Transformer,
@@ -44,8 +44,8 @@ __all__ = [
     "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss",
     "Dropout", "Embedding", "Flatten", "GRUCell", "Identity", "L1Loss", "LSTMCell", "LayerNorm",
     "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "Module", "ModuleDict",
-    "ModuleList", "MultiheadAttention", "NLLLoss", "RNNCell", "ReLU", "SiLU", "Sequential",
-    "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Transformer",
-    "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+    "ModuleList", "MultiheadAttention", "NLLLoss", "RNNBase", "RNNCell", "RNNCellBase", "ReLU",
+    "SiLU", "Sequential", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh",
+    "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerEncoderLayer", "Unflatten",
 ]  # fmt: skip
