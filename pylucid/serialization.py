@@ -4,6 +4,11 @@ A checkpoint is a *state dict*: a tensor, or dicts (str or int keys), lists and 
 nesting tensors, Python numbers (bool, int, float), None and strings. Loading runs no code
 from the file, so a checkpoint from an untrusted source can be read safely.
 
+:func:`load` also reads PyTorch's ``torch.save`` checkpoints (zip archives), through an
+allow-listed pickle reader that runs no code either (:mod:`pylucid.torch_checkpoint`); this
+module tells the formats apart by their first bytes and says where tensors go
+(``map_location``).
+
 On-disk format
 --------------
 The file is a plain safetensors file, written by the ``safetensors`` package, so
@@ -50,16 +55,21 @@ Semantics
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import pickle
 import re
+import shutil
+import tempfile
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any
 
 import numpy as np
 
-from pylucid import backends
+from pylucid import backends, torch_checkpoint
 from pylucid.backends.base import Backend
 from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pylucid.tensor import Tensor
@@ -260,54 +270,176 @@ def _exact_contiguous(t: Tensor) -> np.ndarray:
 
 
 # -- loading --------------------------------------------------------------------------------
-def load(path: str | os.PathLike[str], device: str | None = None) -> Any:
-    """Load what :func:`save` wrote (or any safetensors file) from ``path``.
+#: What ``map_location`` may be: a device (a name, or an object whose ``str()`` is one), a
+#: dict from saved locations to devices, or a callable ``(storage, location) -> storage``.
+MapLocation = Any
+#: The bytes that tell the formats apart.
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def load(
+    f: str | os.PathLike[str] | IO[bytes],
+    map_location: MapLocation = None,
+    pickle_module: Any = None,
+    *,
+    weights_only: bool | None = None,
+    mmap: bool | None = None,
+    device: str | None = None,
+) -> Any:
+    """Load what :func:`save` wrote, a safetensors file, or a PyTorch ``torch.save`` checkpoint.
+
+    The format is told by the file's first bytes: a zip archive is read as PyTorch's
+    checkpoint format (:mod:`pylucid.torch_checkpoint`), anything else as safetensors. A
+    pickle (PyTorch's format before 1.6) is refused. Nothing in a file can run code: the
+    pickle inside a PyTorch checkpoint is read by an allow-list of PyTorch's tensor globals
+    (:mod:`pylucid.torch_unpickler`), so ``torch.load(path)`` written as ``pl.load(path)``
+    reads a state dict, an optimizer's state dict or a dict of them, and refuses a whole
+    pickled module, naming its class.
 
     Parameters
     ----------
-    path : str or os.PathLike
-        A safetensors file.
+    f : str, os.PathLike or binary file
+        The file, or a file object open for reading (``io.BytesIO``, ``open(path, "rb")``).
+    map_location : str, device, dict or callable, optional
+        Where the tensors go, with PyTorch's meanings:
+
+        - None: a pylucid file's tensors go back to the device they were saved from; a
+          PyTorch checkpoint's go to the CPU, from whatever device they were saved on
+          (pylucid has no CUDA or MPS device);
+        - ``"cpu"``, ``"gpu"``, a backend name, or an object whose ``str()`` is one
+          (``pylucid.device("cpu")``, ``torch.device("cpu")``): every tensor goes there.
+          ``"cuda"``, ``"cuda:N"`` and ``"mps"`` raise: pylucid's GPU device is ``"gpu"``;
+        - a dict from saved locations to devices (``{"cuda:0": "cpu"}``); a location the
+          dict lacks is treated as with None;
+        - a callable ``fn(storage, location)``: it gets a stand-in storage and returns it
+          (``lambda storage, loc: storage``, or ``storage.cpu()``: the CPU) or None (as
+          with None); ``storage.cuda()`` raises, any other method is missing.
+    pickle_module : module, optional
+        Only None or :mod:`pickle`: pylucid reads PyTorch's pickles with its own
+        allow-listed reader.
+    weights_only : bool, optional
+        Accepted for PyTorch's programs: every pylucid load is weights-only. False does
+        not widen it: a global off the allow-list raises all the same.
+    mmap : bool, optional
+        Map a PyTorch checkpoint's storages into memory instead of reading them
+        (copy-on-write: changing a tensor never changes the file); ``f`` must then be a
+        path. No effect on a safetensors file.
     device : str, optional
-        ``"cpu"``, ``"gpu"`` or a backend name: put every tensor there. By default each
-        tensor goes back to the device it was saved from (``"cpu"`` for a file from another
-        writer).
+        pylucid's spelling of a device ``map_location``; give one of the two.
 
     Returns
     -------
     object
-        The saved object, with dict key types, tuples and numbers as saved. Tensors are
-        leaves that do not require grad; one Tensor object saved at several places is one
-        Tensor object again. A file from another writer gives a dict of name to Tensor.
+        The saved object. From :func:`save`: dict key types, tuples and numbers as saved,
+        tensors that are leaves not requiring grad, one Tensor object saved at several
+        places one Tensor object again. From another safetensors writer: a dict of name to
+        Tensor. From ``torch.save``: see :func:`pylucid.torch_checkpoint.load_zip`
+        (parameters as ``nn.Parameter``, tensors requiring grad as saved, int8, int16,
+        uint8 and uint16 widened to int32 and uint32 to int64, which keeps every value).
 
     Raises
     ------
     FileNotFoundError
-        If ``path`` does not exist.
+        If ``f`` does not exist.
     ValueError
-        If the file is not a valid safetensors file (truncated, garbage, a pickle, header
-        or offsets out of range, unknown dtype, shape not matching its bytes), holds a dtype
-        pylucid does not have, or has a ``"pylucid"`` metadata entry that is malformed or
-        names a missing tensor. The message names the file and what is wrong.
+        If the file is not a valid checkpoint: for safetensors, truncated, garbage, header
+        or offsets out of range, unknown dtype, shape not matching its bytes, a dtype
+        pylucid does not have, or a ``"pylucid"`` metadata entry that is malformed or names
+        a missing tensor; for a PyTorch checkpoint, a global off the allow-list
+        (:class:`pylucid.torch_unpickler.UnpicklingError`, also a
+        :class:`pickle.UnpicklingError`), storages or tensor layouts that do not match the
+        archive's bytes, an unsupported dtype; a pickle (a legacy ``torch.save`` file) or a
+        TorchScript archive. The message names the file and what is wrong. Also for
+        ``map_location`` and ``device`` given together, or ``mmap=True`` with a file
+        object.
+    RuntimeError
+        For ``map_location="cuda"`` (or ``"mps"``): pylucid's GPU device is ``"gpu"``.
     pylucid.backends.BackendUnavailableError
-        If a tensor's device is not available here (pass ``device="cpu"``).
+        If a tensor's device is not available here (pass ``map_location="cpu"``).
     """
-    source = os.fspath(path)
+    if pickle_module is not None and pickle_module is not pickle:
+        raise TypeError(
+            f"load: pickle_module={pickle_module!r} is not supported: pylucid reads PyTorch's "
+            f"pickles with its own allow-listed reader, which runs no code"
+        )
+    if weights_only not in (None, True, False):
+        raise TypeError(f"load: weights_only must be a bool or None, got {weights_only!r}")
+    if device is not None and map_location is not None:
+        raise ValueError("load: give map_location or device, not both")
+    target = (map_location, "map_location") if device is None else (device, "device")
+    if isinstance(f, (str, os.PathLike)):
+        source = os.fspath(f)
+        if not os.path.exists(source):
+            raise FileNotFoundError(f"load: no such file: {source!r}")
+        if os.path.isdir(source):
+            raise IsADirectoryError(f"load: {source!r} is a directory, not a checkpoint file")
+        with open(source, "rb") as file:
+            return _load_open(file, source, source, target, bool(mmap))
+    if not hasattr(f, "read"):
+        raise TypeError(f"load: expected a path or a binary file object, got {type(f).__name__}")
+    if mmap:
+        raise ValueError("load: mmap=True needs a path, not a file object")
+    source = str(getattr(f, "name", f"<{type(f).__name__}>"))
+    file = f if _seekable(f) else io.BytesIO(f.read())
+    return _load_open(file, source, None, target, False)
+
+
+def _seekable(f: Any) -> bool:
+    return all(hasattr(f, name) for name in ("seek", "tell", "readinto")) and (
+        not hasattr(f, "seekable") or f.seekable()
+    )
+
+
+def _load_open(
+    file: IO[bytes],
+    source: str,
+    path: str | None,
+    target: tuple[MapLocation, str],
+    use_mmap: bool,
+) -> Any:
+    """Load from ``file`` (at its start), the file at ``path`` when there is one, placing
+    tensors by ``target``: ``(map_location, the keyword that gave it)``."""
+    start = file.tell()
+    head = file.read(9)
+    file.seek(start)
+    if head.startswith(_ZIP_MAGIC):
+        place = _placement(*target, _torch_default)
+        return torch_checkpoint.load_zip(file, source, place, use_mmap)
+    if _is_pickle(head):
+        raise ValueError(
+            f"load: {source!r} looks like a pickle: PyTorch's legacy torch.save format "
+            f"(before 1.6, or _use_new_zipfile_serialization=False), or another pickle, which "
+            f"pylucid never loads (it could run any code); re-save it with torch >= 1.6 "
+            f"(torch.save(torch.load(f), f)), or as safetensors"
+        )
+    if path is not None:
+        return _load_safetensors(path, path, target)
+    with tempfile.TemporaryDirectory() as directory:  # safetensors reads files only
+        copy = os.path.join(directory, "checkpoint.safetensors")
+        with open(copy, "wb") as spooled:
+            shutil.copyfileobj(file, spooled)
+        return _load_safetensors(copy, source, target)
+
+
+def _is_pickle(head: bytes) -> bool:
+    """Whether a file starting with ``head`` is a binary pickle (protocol 2 to 5) rather than
+    safetensors, whose 9th byte opens its JSON header."""
+    return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5 and head[8:9] != b"{"
+
+
+def _load_safetensors(path: str, source: str, target: tuple[MapLocation, str]) -> Any:
     safetensors = _safetensors()
-    if not os.path.exists(source):
-        raise FileNotFoundError(f"load: no such file: {source!r}")
-    if os.path.isdir(source):
-        raise IsADirectoryError(f"load: {source!r} is a directory, not a safetensors file")
-    target = None if device is None else _backend(device, f"load: device={device!r}")
+    place = _placement(*target, _saved_device(source))
     try:
-        with safetensors.safe_open(source, framework="numpy") as handle:
-            reader = _Reader(source, handle, target)
+        with safetensors.safe_open(path, framework="numpy") as handle:
+            reader = _Reader(source, handle, place)
             structure = (handle.metadata() or {}).get(METADATA_KEY)
             if structure is None:
-                return {key: reader.tensor(key, None) for key in handle.keys()}
+                return {key: reader.tensor(key, "cpu") for key in handle.keys()}
             return reader.decode(reader.root(structure), "root")
     except safetensors.SafetensorError as exc:
         raise ValueError(
-            f"load: {source!r} is not a valid safetensors file: {exc}{_diagnosis(source)}"
+            f"load: {source!r} is not a valid safetensors file: {exc}{_diagnosis(path)}"
         ) from None
     except RecursionError:
         raise ValueError(
@@ -316,18 +448,11 @@ def load(path: str | os.PathLike[str], device: str | None = None) -> Any:
 
 
 def _diagnosis(path: str) -> str:
-    """What the start of a file that safetensors refused says: a known other format, or a
-    header length the file cannot hold."""
+    """What the start of a file that safetensors refused says: a header length the file
+    cannot hold."""
     with open(path, "rb") as file:
         start = file.read(8)
         size = file.seek(0, os.SEEK_END)
-    if start.startswith(b"PK\x03\x04"):
-        return (
-            " (it is a zip archive, such as a torch.save checkpoint; pylucid reads only "
-            "safetensors, which runs no code)"
-        )
-    if start[:1] == b"\x80":
-        return " (it looks like a pickle; pylucid reads only safetensors, which runs no code)"
     if size < 8:
         return f" (the file has {size} bytes; a safetensors file starts with an 8-byte length)"
     length = int.from_bytes(start, "little")
@@ -341,17 +466,80 @@ def _backend(device: str, where: str) -> Backend:
         return backends.resolve(device)
     except backends.BackendUnavailableError as exc:
         raise backends.BackendUnavailableError(
-            f"{where}: {exc}; pass device='cpu' to load the tensors on the CPU"
+            f"{where}: {exc}; pass map_location='cpu' (or device='cpu') to load the tensors "
+            f"on the CPU"
         ) from None
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
+    except RuntimeError as exc:  # a device of PyTorch's that pylucid lacks ("cuda")
+        raise RuntimeError(f"{where}: {exc}") from None
+
+
+def _torch_default(location: str) -> Backend:
+    """Where a PyTorch checkpoint's storage goes by default: the CPU, from any device."""
+    return _backend("cpu", "load")
+
+
+def _saved_device(source: str) -> Callable[[str], Backend]:
+    """Where a safetensors tensor goes by default: the device it was saved from."""
+    return lambda location: _backend(location, f"load: {source!r}: a tensor saved on {location!r}")
+
+
+class _StorageStandIn:
+    """What a ``map_location`` callable gets for a storage: ``.cpu()`` gives it back."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+
+    def cpu(self) -> _StorageStandIn:
+        return self
+
+    def cuda(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            "load: map_location's storage.cuda(): pylucid has no CUDA device; its GPU device "
+            "is 'gpu': pass map_location='gpu' (or 'cpu')"
+        )
+
+
+def _placement(
+    map_location: MapLocation, keyword: str, default: Callable[[str], Backend]
+) -> Callable[[str], Backend]:
+    """The backend for each saved location (``"cpu"``, ``"gpu"``, ``"cuda:0"``) under
+    ``map_location`` (see :func:`load`; given as ``keyword``), ``default`` where it leaves
+    the choice open."""
+    if map_location is None:
+        return default
+    if isinstance(map_location, dict):
+        targets = {
+            saved: _backend(str(target), f"load: {keyword}[{saved!r}]={str(target)!r}")
+            for saved, target in map_location.items()
+        }
+        return lambda location: targets[location] if location in targets else default(location)
+    if callable(map_location) and not isinstance(map_location, str):
+
+        def call(location: str) -> Backend:
+            stand_in = _StorageStandIn(location)
+            result = map_location(stand_in, location)
+            if result is None:
+                return default(location)
+            if result is not stand_in:
+                raise TypeError(
+                    f"load: a map_location callable must return the storage it is given "
+                    f"(lambda storage, loc: storage) or None; it returned a "
+                    f"{type(result).__name__}"
+                )
+            return _backend("cpu", "load")
+
+        return call
+    target = _backend(str(map_location), f"load: {keyword}={str(map_location)!r}")
+    return lambda location: target
 
 
 class _Reader:
     """Decodes the structure of one open file, reading each tensor once."""
 
-    def __init__(self, path: str, handle: Any, device: Backend | None) -> None:
-        self.path, self.handle, self.device = path, handle, device
+    def __init__(self, path: str, handle: Any, place: Callable[[str], Backend]) -> None:
+        self.path, self.handle, self.place = path, handle, place
         self.keys = set(handle.keys())
         self.loaded: dict[str, Tensor] = {}
 
@@ -426,8 +614,8 @@ class _Reader:
         self.loaded[key] = tensor = self.tensor(key, device)
         return tensor
 
-    def tensor(self, key: str, saved_device: str | None) -> Tensor:
-        """The tensor stored under ``key`` on the load device, else ``saved_device``."""
+    def tensor(self, key: str, saved_device: str) -> Tensor:
+        """The tensor stored under ``key``, placed from its ``saved_device``."""
         stored = self.handle.get_slice(key).get_dtype()
         dtype = _DTYPES.get(stored)
         if dtype is None:
@@ -436,9 +624,6 @@ class _Reader:
                 f"load: {self.path!r}: the tensor {key!r} has the safetensors dtype {stored}, "
                 f"which pylucid does not hold; it holds {supported}"
             )
-        backend = self.device
-        if backend is None:
-            where = f"load: {self.path!r}: the tensor {key!r} saved on {saved_device!r}"
-            backend = _backend(saved_device or "cpu", where)
+        backend = self.place(saved_device)
         array = self.handle.get_tensor(key)  # a private, writable, C-contiguous copy
         return Tensor._make(backend.from_numpy(array, dtype), backend, dtype)
