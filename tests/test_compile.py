@@ -585,3 +585,28 @@ def test_unwritable_cache_directory_falls_back_with_one_warning(tmp_path, monkey
         warnings.simplefilter("error")  # (once per process and directory)
         _, again = _linear_step()
         again(pl.randn(5, 4))
+
+
+def test_compiling_a_module_gives_torchs_wrapper_running_eagerly() -> None:
+    """torch.compile(model) (nanoGPT's line): the wrapper forwards attributes, registers the
+    model as _orig_mod (state_dict keys with that prefix, as PyTorch's), and computes what
+    the model computes; it warns once that a module's forward alone runs eagerly."""
+    import warnings
+
+    import pylucid.compiler.module as compiled_module
+
+    model = pl.nn.Sequential(pl.nn.Linear(3, 2), pl.nn.Tanh())
+    compiled_module._warned = False
+    with pytest.warns(UserWarning, match="runs eagerly"):
+        wrapped = pl.compile(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pl.compile(model)  # (once per process)
+    x = pl.randn(4, 3)
+    assert (wrapped(x).numpy() == model(x).numpy()).all()
+    assert list(wrapped.state_dict()) == [f"_orig_mod.{k}" for k in model.state_dict()]
+    assert wrapped.eval() is wrapped and not model.training
+    assert wrapped._orig_mod is model and list(wrapped.parameters()) == list(model.parameters())
+    assert pl.compile(model, disable=True) is model
+    assert pl.compile(model.forward, backend="eager") == model.forward
+    assert pl.compile(lambda t: t * 2, mode="reduce-overhead")(x).shape == (4, 3)

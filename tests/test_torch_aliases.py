@@ -228,6 +228,9 @@ def test_index_and_format_protocols() -> None:
     data = list(range(10))
     i = pl.tensor(3)
     assert data[i : i + 2] == [3, 4] and f"{pl.tensor(3.14159):.2f}" == "3.14"
+    values = pl.arange(10)
+    assert values[i : i + 2].tolist() == [3, 4]  # (tensor slice bounds: gpt.py's get_batch)
+    assert values[pl.tensor([1])[0] :].shape == (9,)
     assert f"{pl.tensor([1.0, 2.0])}" == str(pl.tensor([1.0, 2.0]))
     with pytest.raises(TypeError, match="only integer tensors of a single element"):
         data[pl.tensor(1.0)]

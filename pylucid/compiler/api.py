@@ -196,32 +196,53 @@ def _signature(leaves: list[Any]) -> Hashable:
     return tuple(key)
 
 
+#: PyTorch's ``torch.compile`` modes: each gives eager's values, so each is pylucid's default.
+_TORCH_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
 def compile(  # noqa: A001  (PyTorch's name: pl.compile)
     fn: Callable[..., Any] | None = None,
     *,
-    mode: str = "tape",
+    mode: str | None = None,
     fallback: str = "raise",
     max_traces: int = 8,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str | Callable[..., Any] = "inductor",
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
 ) -> Any:
     """Capture ``fn`` once and replay it as compiled Numba code (also a decorator).
 
     Parameters
     ----------
-    fn : callable
-        A step: forward, ``backward()``, an optimizer's ``step()``, returning tensors.
-    mode : {"tape", "fused"}
+    fn : callable or Module
+        A step: forward, ``backward()``, an optimizer's ``step()``, returning tensors. A
+        :class:`~pylucid.nn.Module` comes back as an
+        :class:`~pylucid.compiler.module.OptimizedModule` (PyTorch's interface), whose
+        forward runs eagerly: pylucid compiles whole steps.
+    mode : {"tape", "fused"} or PyTorch's mode, optional
         ``"tape"`` (the default): each loop of the step is a row of a tape that one
         compiled loop runs, calling kernels compiled per kind of loop and shared by every
         graph - a new graph compiles nothing of its own. ``"fused"``: the step's loops are
         fused into Numba functions generated for this graph - fewer passes over memory
         (faster on large elementwise chains), seconds of compile for each new graph
-        (cached on disk).
+        (cached on disk). PyTorch's ``"default"``, ``"reduce-overhead"``,
+        ``"max-autotune"`` and ``"max-autotune-no-cudagraphs"`` mean ``"tape"``.
     fallback : {"raise", "eager"}
         What a step that reads tensor values in Python does: raise
         :class:`~pylucid.compiler.CaptureError` naming the line, or run eagerly from then on
         with one warning.
     max_traces : int
         How many traces (one per call signature and state) are kept; the oldest is evicted.
+    fullgraph, dynamic, options
+        PyTorch's options, accepted: a capture is always one graph (a value read in Python
+        raises or falls back, by ``fallback``), and a new shape is a new trace.
+    backend : str or callable
+        PyTorch's compiler backend: ``"eager"`` runs ``fn`` uncompiled, as PyTorch's does;
+        other names use pylucid's compiler.
+    disable : bool
+        Return ``fn`` itself, uncompiled (PyTorch's switch).
 
     Returns
     -------
@@ -232,6 +253,18 @@ def compile(  # noqa: A001  (PyTorch's name: pl.compile)
     -----
     See ``docs/compile.md`` for what is captured and what is not.
     """
-    if fn is None:
-        return lambda f: CompiledFunction(f, fallback, max_traces, mode)
-    return CompiledFunction(fn, fallback, max_traces, mode)
+    if mode is None or mode in _TORCH_MODES:
+        mode = "tape"
+
+    def wrap(f: Callable[..., Any]) -> Any:
+        if disable or backend == "eager":
+            return f
+        from pylucid.nn.modules.module import Module
+
+        if isinstance(f, Module):
+            from pylucid.compiler.module import OptimizedModule
+
+            return OptimizedModule(f)
+        return CompiledFunction(f, fallback, max_traces, mode)
+
+    return wrap if fn is None else wrap(fn)

@@ -15,6 +15,7 @@ bounds-checked before any kernel runs: MLX itself does not check.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,8 +92,15 @@ def _index_array(op: str, item: Any) -> np.ndarray | None:
 
 
 def _slice_bound(op: str, value: Any) -> int | None:
+    """A slice bound: None, an int, or what converts to one exactly (``__index__``: a NumPy
+    integer, a one-element integer tensor, as in ``data[i:i + n]`` with ``i`` a tensor)."""
     if value is None or (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
         return value
+    if not isinstance(value, bool) and hasattr(type(value), "__index__"):
+        try:
+            return operator.index(value)
+        except TypeError as exc:
+            raise TypeError(f"{op}: slice bound {value!r}: {exc}") from None
     raise TypeError(f"{op}: slice bounds must be ints or None, got {type(value).__name__}")
 
 
