@@ -13,9 +13,13 @@ the records against the archive and only then builds tensors.
 
 Any other global (``os.system``, ``builtins.eval``, a module class saved with
 ``torch.save(model)``) raises :class:`UnpicklingError` at its ``GLOBAL`` opcode, naming it,
-before any later opcode is read. The table is the set of names PyTorch's own
-``weights_only=True`` loader accepts for dense tensors, so a file that loads there loads
-here, except sparse, quantized, nested and subclassed tensors (refused by name).
+before any later opcode is read. What the program builds is bounded by its own length, and
+tuples by :data:`MAX_DEPTH` and :data:`MAX_TUPLE_VALUES`, so that hashing one (a dict key)
+can neither overflow the C stack nor walk a shared tuple exponentially often.
+
+The table is the set of names PyTorch's own ``weights_only=True`` loader accepts for dense
+tensors, so a file that loads there loads here, except sparse, quantized, nested and
+subclassed tensors (refused by name).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_TUPLE_VALUES",
     "UnpicklingError",
     "StorageType",
     "StorageRef",
@@ -155,6 +160,10 @@ UNSUPPORTED = {
 #: How deeply containers may nest in a checkpoint (hashing a tuple nested a million deep
 #: overflows the C stack, so deeper tuples are refused as they are made).
 MAX_DEPTH = 100
+#: How many values one tuple or frozenset may hold, counted through the tuples it nests:
+#: a tuple that holds one tuple twice, 60 times over, is a few hundred bytes of pickle that
+#: hashing (as a dict key) would walk 2**60 times.
+MAX_TUPLE_VALUES = 1 << 22
 #: Python 2 module names that protocol-2 pickles use for builtins.
 _MODULE_ALIASES = {"__builtin__": "builtins"}
 
@@ -364,7 +373,8 @@ class _Machine:
         self.memo: dict[int, Any] = {}
         self.storages: dict[str, StorageRef] = {}
         self.tensors: list[TensorRecord] = []
-        self.depths: dict[int, tuple[int, Any]] = {}  # id(tuple, frozenset) -> (depth, it)
+        # id(tuple or frozenset) -> (its depth, its values counted through nested ones, it)
+        self.shapes: dict[int, tuple[int, int, Any]] = {}
 
     def fail(self, position: int, problem: str) -> UnpicklingError:
         return UnpicklingError(f"load: {self.source!r}: data.pkl at byte {position}: {problem}")
@@ -381,7 +391,7 @@ class _Machine:
             return Unpickled(root, self.storages, self.tensors)
         except (IndexError, KeyError):
             problem = "it reads an empty stack or an unset memo entry, or leaves a stack"
-        except TypeError as exc:
+        except (TypeError, OverflowError) as exc:
             problem = f"an object it builds is refused: {exc}"
         except ValueError as exc:  # pickletools: a truncated file or an unknown opcode
             if isinstance(exc, UnpicklingError):
@@ -405,13 +415,17 @@ class _Machine:
         raise IndexError
 
     def frozen(self, kind: type, items: list[Any]) -> Any:
-        """A tuple or frozenset of ``items``, refused if it nests more than MAX_DEPTH deep."""
-        depths = self.depths
-        depth = 1 + max((depths.get(id(item), (0,))[0] for item in items), default=0)
+        """A tuple or frozenset of ``items``, refused if it nests more than MAX_DEPTH deep or
+        holds more than MAX_TUPLE_VALUES values through the tuples it nests."""
+        shapes = [self.shapes.get(id(item), (0, 1)) for item in items]
+        depth = 1 + max((shape[0] for shape in shapes), default=0)
+        values = sum(shape[1] for shape in shapes)
         if depth > MAX_DEPTH:
             raise TypeError(f"tuples or frozensets nest more than {MAX_DEPTH} deep")
+        if values > MAX_TUPLE_VALUES:
+            raise TypeError(f"a tuple or frozenset holds more than {MAX_TUPLE_VALUES} values")
         result = kind(items)
-        depths[id(result)] = (depth, result)  # (held, so that no other object takes its id)
+        self.shapes[id(result)] = (depth, values, result)  # (held: its id stays its own)
         return result
 
     def top(self, kind: type, opcode: str) -> Any:

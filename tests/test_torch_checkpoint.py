@@ -392,6 +392,11 @@ def _hostile(tmp_path: Path, marker: Path) -> dict[str, tuple[Path, str]]:
         ("int_requires_grad",
          tensor(storage("0", 1, "LongStorage"), (1,), (1,), requires_grad=True),
          {"0": bytes(8)}, "int64 that requires grad"),
+        # a tuple holding one tuple twice, 40 times over: 2**40 values to hash as a key
+        ("shared_tuples", b"}" + integer(1) + b"q\x000h\x00h\x00\x86" * 40 + integer(1) + b"s", {},
+         "holds more than 4194304 values"),
+        ("complex_overflow", call(global_("builtins", "complex"), integer(10**400)), {},
+         "int too large"),
         ("int_parameter", parameter(tensor(storage("0", 1, "LongStorage"), (1,), (1,))),
          {"0": bytes(8)}, "int64 parameter that requires grad"),
         ("deep_lists", b"]" * 20_000 + b"a" * 19_999, {}, "nests containers more than 100 deep"),
@@ -442,7 +447,7 @@ def _hostile(tmp_path: Path, marker: Path) -> dict[str, tuple[Path, str]]:
 def test_hostile_checkpoints_raise_a_clear_value_error(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     files = _hostile(tmp_path, marker)
-    assert len(files) == 39
+    assert len(files) == 41
     tracemalloc.start()
     try:
         for name, (path, expected) in files.items():
