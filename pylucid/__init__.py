@@ -8,7 +8,26 @@
 tensor([-5.7708,  0.    ,  1.082 ])
 """
 
-from pylucid import amp, backends, cuda, graph, memory, mps, nn, ops, optim, return_types, utils
+import math
+
+from pylucid import (
+    accelerator,
+    amp,
+    autograd,
+    backends,
+    cuda,
+    graph,
+    linalg,
+    memory,
+    mps,
+    nn,
+    ops,
+    optim,
+    return_types,
+    testing,
+    utils,
+    version,
+)
 from pylucid.amp import autocast
 from pylucid.compat import refuse_attributes
 from pylucid.compiler import CaptureError, compile  # noqa: A004  (pl.compile, as torch.compile)
@@ -77,10 +96,18 @@ from pylucid.legacy_types import (
     LongTensor,
 )
 from pylucid.matmul_precision import get_float32_matmul_precision, set_float32_matmul_precision
+from pylucid.memory_format import (
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    preserve_format,
+)
 from pylucid.ops import FAMILIES as _OP_FAMILIES
 from pylucid.ops.activations import *  # noqa: F403
 from pylucid.ops.arithmetic import *  # noqa: F403
+from pylucid.ops.arrangement import *  # noqa: F403
 from pylucid.ops.binary import *  # noqa: F403
+from pylucid.ops.blends import *  # noqa: F403
 from pylucid.ops.comparison import *  # noqa: F403
 from pylucid.ops.conversion import clone  # noqa: F401  (listed in __all__ by _PUBLIC_OPS)
 from pylucid.ops.einstein import *  # noqa: F403
@@ -135,14 +162,22 @@ refuse_attributes(
     | {"ByteTensor": "pylucid has no uint8 dtype: use pylucid.LongTensor / int64"},
 )
 
-__version__ = "0.1.0"
+__version__ = version.__version__
+
+# PyTorch's constants.
+e = math.e
+inf = math.inf
+nan = math.nan
+pi = math.pi
+newaxis = None
 
 _PUBLIC_OPS = [
     name
     for family in _OP_FAMILIES
     for name in family.__all__
-    if not name.endswith("Backward") and not name.startswith("to_")
-]  # (the families include logical and conversion: pl.any, pl.clone)
+    if not name.endswith(("Backward", "_")) and not name.startswith("to_")
+]  # (the families include logical and conversion: pl.any, pl.clone; in-place ops
+#    such as add_ are Tensor methods only)
 
 __all__ = [
     "BFloat16Tensor",
@@ -156,6 +191,7 @@ __all__ = [
     "IntTensor",
     "LongTensor",
     "Tensor",
+    "accelerator",
     "amp",
     "autocast",
     "bfloat16",
@@ -163,13 +199,18 @@ __all__ = [
     "optim",
     "arange",
     "asarray",
+    "autograd",
     "backends",
     "bool",
+    "channels_last",
+    "channels_last_3d",
     "compile",
+    "contiguous_format",
     "cuda",
     "default_generator",
     "device",
     "double",
+    "e",
     "empty",
     "empty_like",
     "enable_grad",
@@ -189,6 +230,7 @@ __all__ = [
     "graph",
     "half",
     "iinfo",
+    "inf",
     "inference_mode",
     "initial_seed",
     "int",
@@ -196,18 +238,23 @@ __all__ = [
     "int64",
     "is_grad_enabled",
     "is_tensor",
+    "linalg",
     "linspace",
     "load",
     "long",
     "manual_seed",
     "memory",
     "mps",
+    "nan",
+    "newaxis",
     "nn",
     "no_grad",
     "numel",
     "ones",
     "ones_like",
     "ops",
+    "pi",
+    "preserve_format",
     "rand",
     "rand_like",
     "randint",
@@ -225,8 +272,10 @@ __all__ = [
     "set_printoptions",
     "set_rng_state",
     "tensor",
+    "testing",
     "zeros",
     "utils",
+    "version",
     "zeros_like",
     *_PUBLIC_OPS,
 ]

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from pylucid.compat import refused_attributes
+
 ROOT = Path(__file__).resolve().parent.parent
 NAMES_PATH = ROOT / "docs" / "torch-names.txt"
 DOCS_PATH = ROOT / "docs" / "torch-compat.md"
@@ -283,7 +285,8 @@ def resolve(namespace: str, name: str) -> Status:
         The name within it, dotted where PyTorch's is (``"cuda.is_available"``).
     """
     base = NAMESPACES[namespace][0]
-    obj, needs = locate(f"{base}.{name}" if base else name)
+    path = f"{base}.{name}" if base else name
+    obj, needs = locate(path)
     if needs is not None:
         return Status("present", needs_note(needs))
     if obj is ABSENT and namespace == "Tensor":
@@ -292,7 +295,10 @@ def resolve(namespace: str, name: str) -> Status:
         except Exception:
             obj = ABSENT
     if obj is ABSENT:
-        return Status("missing")
+        parent_path, _, leaf = path.rpartition(".")
+        parent, _ = locate(parent_path)
+        advice = refused_attributes(parent).get(leaf) if parent is not ABSENT else None
+        return Status("missing") if advice is None else Status("refused", advice)
     differs, unsupported = own_marks(obj)
     if unsupported is not None:
         return Status("refused", unsupported)

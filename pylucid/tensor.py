@@ -232,6 +232,40 @@ class Tensor:
         """The number of elements (:meth:`numel`)."""
         return math.prod(self._shape)
 
+    def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """The step in elements between neighbours along each dimension (or ``dim``'s)."""
+        strides = self._backend.element_strides(self._storage)
+        if dim is None:
+            return strides
+        self.size(dim)  # (checks dim)
+        return strides[dim]
+
+    def data_ptr(self) -> int:
+        """The address of the first element (on MLX, which exposes none, an identity of the
+        memory: equal for tensors sharing it from the same start)."""
+        root = self if self._base is None or self._backend.name != "mlx" else self._base
+        return self._backend.data_pointer(root._storage)
+
+    @property
+    def is_xpu(self) -> bool:
+        """False: pylucid has no XPU device."""
+        return False
+
+    @property
+    def is_mps(self) -> bool:
+        """False: pylucid has no MPS device (its GPU device is ``"gpu"``)."""
+        return False
+
+    @property
+    def is_sparse(self) -> bool:
+        """False: pylucid tensors are dense."""
+        return False
+
+    @property
+    def is_quantized(self) -> bool:
+        """False: pylucid has no quantized tensors."""
+        return False
+
     @property
     def backend(self) -> str:
         """The name of the backend holding the storage (``"numba"``, ``"mlx"``)."""
@@ -505,6 +539,18 @@ class Tensor:
             Record the backward pass so the gradients can be differentiated again.
         """
         engine.backward([self], [gradient], retain_graph, create_graph)
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor from the graph in place (it becomes a leaf that requires no grad),
+        as PyTorch's; a view cannot (detach it out of place)."""
+        if self._base is not None and self._grad_depth > 0:
+            raise RuntimeError(
+                f"detach_: this tensor (shape {self._shape}) is a view of another that is in "
+                f"the graph; use .detach(), which returns a new tensor"
+            )
+        self.grad_fn = None
+        self._requires_grad = False
+        return self
 
     def detach(self) -> Tensor:
         """A tensor sharing this one's memory (and version counter), cut from the graph: an

@@ -224,6 +224,14 @@ def test_legacy_constructors(torch: ModuleType) -> None:
         pl.ByteTensor  # noqa: B018
 
 
+def test_strides_and_addresses_of_views() -> None:
+    """The numba backend's views have NumPy's strides, in elements, as PyTorch's."""
+    x = pl.ones(3, 4)
+    assert x.stride() == (4, 1) and x.t().stride() == (1, 4) and x[:, 1:].stride(-1) == 1
+    assert x[0].data_ptr() == x.data_ptr() and x[1].data_ptr() == x.data_ptr() + 16
+    assert not x.t().is_contiguous() and x.t().contiguous().is_contiguous()
+
+
 def test_index_and_format_protocols() -> None:
     data = list(range(10))
     i = pl.tensor(3)
@@ -292,3 +300,44 @@ def test_in_place_random_fills() -> None:
     with pl.no_grad():
         w.uniform_()
     assert w.numpy().any()
+
+
+def test_namespaces_programs_reach_for(torch: ModuleType) -> None:
+    """torch.autograd, torch.accelerator, torch.linalg, torch.testing, torch.version and the
+    constants, as a program without CUDA sees them."""
+    x = pl.ones(2)
+    v = pl.autograd.Variable(x, requires_grad=True)
+    assert v.requires_grad and v.is_leaf and not x.requires_grad and v.data_ptr() == x.data_ptr()
+    (g,) = pl.autograd.grad((v * v).sum(), [v])
+    assert g.tolist() == [2.0, 2.0]
+    assert pl.autograd.functional.jacobian(lambda t: t * 3, x).numpy().tolist() == [[3, 0], [0, 3]]
+    with pl.autograd.set_detect_anomaly(True):
+        assert pl.graph.is_anomaly_enabled()
+    assert not pl.graph.is_anomaly_enabled()
+    with pl.autograd.profiler.record_function("block"):
+        pass
+    with pytest.raises(NotImplementedError, match="profiler"):
+        pl.autograd.profiler.profile()
+    assert not pl.accelerator.is_available() and pl.accelerator.current_accelerator() is None
+    assert (pl.pi, pl.e, pl.inf) == (torch.pi, torch.e, torch.inf) and pl.version.cuda is None
+    pl.testing.assert_close(pl.tensor([1.0, 2.0]), pl.tensor([1.0, 2.0 + 1e-7]))
+    with pytest.raises(AssertionError):
+        pl.testing.assert_close(pl.tensor([1.0]), pl.tensor([1.1]))
+    with pytest.raises(AttributeError, match="no matrix decompositions"):
+        pl.linalg.eigh  # noqa: B018
+    for name in ("FloatTensor", "LongTensor"):
+        with pytest.raises(AttributeError, match=f"for the CPU use pylucid.{name}"):
+            getattr(pl.cuda, name)
+    for stand_in in (pl.cuda.Event, pl.cuda.max_memory_allocated, pl.cuda.set_device):
+        with pytest.raises(NotImplementedError, match="no CUDA device"):
+            stand_in()
+    y = pl.ones(1, 3, 4, 4)
+    assert y.to(memory_format=pl.channels_last) is y
+    assert y.contiguous(memory_format=pl.contiguous_format) is y
+
+
+def test_random_fill_of_integers_and_detach_() -> None:
+    x = pl.zeros(1000, dtype=pl.int64).random_(3, 7, generator=pl.Generator().manual_seed(2))
+    assert set(x.tolist()) == {3, 4, 5, 6}
+    y = pl.ones(2, requires_grad=True) * 2
+    assert y.detach_() is y and not y.requires_grad and y.grad_fn is None

@@ -108,6 +108,13 @@ class Backend(Protocol):
     def is_contiguous(self, a: Storage) -> bool:
         """Whether ``a``'s elements lie in row-major order without gaps."""
 
+    def element_strides(self, a: Storage) -> Shape:
+        """The step in elements between neighbours along each dimension (``Tensor.stride``)."""
+
+    def data_pointer(self, a: Storage) -> int:
+        """An integer that two storages share exactly when they share their first element's
+        memory (the address where there is one: ``Tensor.data_ptr``)."""
+
     def is_writable(self, a: Storage) -> bool:
         """Whether ``a`` may be changed in place (not a read-only or broadcast array)."""
 

@@ -10,19 +10,28 @@ already; MLX's queue; pylucid's caching allocator).
 
 from __future__ import annotations
 
-from pylucid.compat import unsupported
+from pylucid.compat import refuse_attributes, unsupported
 from pylucid.cuda import amp
 
 __all__ = [
+    "Event",
     "amp",
     "current_device",
     "device_count",
     "empty_cache",
+    "get_device_capability",
     "get_device_name",
+    "get_device_properties",
     "is_available",
     "is_bf16_supported",
     "manual_seed",
     "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "memory_allocated",
+    "memory_reserved",
+    "reset_peak_memory_stats",
+    "set_device",
     "synchronize",
 ]
 
@@ -71,3 +80,24 @@ def empty_cache() -> None:
 
 current_device = unsupported("cuda.current_device", _NO_CUDA)
 get_device_name = unsupported("cuda.get_device_name", _NO_CUDA)
+
+Event = unsupported("cuda.Event", _NO_CUDA + "; time on the CPU with time.perf_counter")
+set_device = unsupported("cuda.set_device", _NO_CUDA)
+get_device_properties = unsupported("cuda.get_device_properties", _NO_CUDA)
+get_device_capability = unsupported("cuda.get_device_capability", _NO_CUDA)
+_MEMORY = _NO_CUDA + "; pylucid.memory.stats() reports pylucid's own cached buffers"
+memory_allocated = unsupported("cuda.memory_allocated", _MEMORY)
+max_memory_allocated = unsupported("cuda.max_memory_allocated", _MEMORY)
+memory_reserved = unsupported("cuda.memory_reserved", _MEMORY)
+max_memory_reserved = unsupported("cuda.max_memory_reserved", _MEMORY)
+reset_peak_memory_stats = unsupported("cuda.reset_peak_memory_stats", _MEMORY)
+
+refuse_attributes(
+    globals(),
+    {
+        name: f"{_NO_CUDA}; for the CPU use pylucid.{name}"
+        for name in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "IntTensor",
+                     "LongTensor", "BoolTensor")  # fmt: skip
+    }
+    | {"ByteTensor": _NO_CUDA},
+)

@@ -39,6 +39,28 @@ class detect_anomaly(ContextDecorator):  # noqa: N801  (named like torch.autogra
         modes.set_anomaly_enabled(self._previous.pop())
 
 
+class set_detect_anomaly(ContextDecorator):  # noqa: N801  (named like torch.autograd's)
+    """Turn anomaly detection on or off now (``torch.autograd.set_detect_anomaly(True)``);
+    used as a context manager, restore the previous setting on exit.
+
+    Parameters
+    ----------
+    mode : bool
+        Whether to detect anomalies (see :class:`detect_anomaly`).
+    check_nan : bool
+        Accepted for PyTorch's signature: detection always checks for NaN and inf.
+    """
+
+    def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        self._previous = modes.set_anomaly_enabled(bool(mode))
+
+    def __enter__(self) -> set_detect_anomaly:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        modes.set_anomaly_enabled(self._previous)
+
+
 #: The directory of the pylucid package: its frames are left out of creation sites (a user's
 #: own folder may be called "pylucid" too, so the path is compared, not a substring).
 _PACKAGE = Path(__file__).resolve().parent.parent

@@ -12,7 +12,9 @@ True
 from pylucid.ops import (
     activations,
     arithmetic,
+    arrangement,
     binary,
+    blends,
     comparison,
     conversion,
     convolution,  # noqa: F401  (registers conv2d; its wrappers are pylucid.nn.functional's)
@@ -39,8 +41,10 @@ from pylucid.ops import (
 )
 from pylucid.ops.activations import *  # noqa: F403
 from pylucid.ops.arithmetic import *  # noqa: F403
+from pylucid.ops.arrangement import *  # noqa: F403
 from pylucid.ops.base import BinaryOp, Op, ReduceOp, UnaryOp
 from pylucid.ops.binary import *  # noqa: F403
+from pylucid.ops.blends import *  # noqa: F403
 from pylucid.ops.comparison import *  # noqa: F403
 from pylucid.ops.conversion import *  # noqa: F403
 from pylucid.ops.einstein import *  # noqa: F403
@@ -62,6 +66,7 @@ from pylucid.ops.sorting import *  # noqa: F403
 from pylucid.ops.unary import *  # noqa: F403
 from pylucid.ops.wrapping import install_tensor_methods
 
+inplace.add_in_place_twins()
 install_tensor_methods()
 
 FAMILIES = (
@@ -86,6 +91,8 @@ FAMILIES = (
     selection,
     sorting,
     random,
+    arrangement,
+    blends,
 )
 
 __all__ = [

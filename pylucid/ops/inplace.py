@@ -45,7 +45,14 @@ from pylucid.ops.binary import pow, where  # noqa: A004  (pylucid.pow, as torch.
 from pylucid.ops.gathering import index_add
 from pylucid.ops.indexing import setitem
 from pylucid.ops.selection import masked_fill
-from pylucid.ops.wrapping import TensorLike, dunder, is_number, lift, tensor_method
+from pylucid.ops.wrapping import (
+    TENSOR_METHODS,
+    TensorLike,
+    dunder,
+    is_number,
+    lift,
+    tensor_method,
+)
 from pylucid.tensor import Tensor
 
 __all__ = [
@@ -324,3 +331,30 @@ def _assign(x: Tensor, index: object, value: TensorLike) -> None:
     """``x[index] = value`` in place; see :func:`pylucid.setitem` (its out-of-place twin: the
     gradient of ``value`` is the indexed gradient, the overwritten old values get none)."""
     _commit("__setitem__", x, lambda: setitem(x, index, value))
+
+
+def _in_place_twin(name: str, twin: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``x.<name>_(...)``: ``twin(x, ...)`` committed into ``x`` (see the module)."""
+    op = f"{name}_"
+
+    def in_place(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return _commit(op, x, lambda: twin(x, *args, **kwargs))
+
+    in_place.__name__ = in_place.__qualname__ = op
+    in_place.__doc__ = f":func:`pylucid.{name}` in place."
+    return in_place
+
+
+#: The out-of-place ops whose in-place method (``x.exp_()``) PyTorch programs call.
+IN_PLACE_TWINS = (
+    "abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "floor", "ceil",
+    "round", "trunc", "sin", "cos", "reciprocal", "square", "sign", "clamp_min", "clamp_max",
+    "clip", "lerp", "addcmul", "addcdiv", "scatter", "scatter_add",
+)  # fmt: skip
+
+
+def add_in_place_twins() -> None:
+    """Register ``x.<name>_(...)`` for each of :data:`IN_PLACE_TWINS` from the Tensor method
+    of the out-of-place op (called by :mod:`pylucid.ops` once every family is imported)."""
+    for name in IN_PLACE_TWINS:
+        tensor_method(_in_place_twin(name, TENSOR_METHODS[name]))

@@ -1,5 +1,5 @@
 """Random draws that take a tensor: ``multinomial``, ``bernoulli``, ``normal`` and the
-in-place fills ``normal_``, ``uniform_``, ``bernoulli_`` and ``exponential_``.
+in-place fills ``normal_``, ``uniform_``, ``bernoulli_``, ``exponential_`` and ``random_``.
 
 Every draw comes from a :class:`pylucid.Generator` (``generator=``, or
 :data:`pylucid.default_generator`), NumPy's PCG64 underneath: a seed gives the same numbers on
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from pylucid import dtypes
@@ -29,6 +30,7 @@ __all__ = [
     "multinomial",
     "normal",
     "normal_",
+    "random_",
     "uniform_",
 ]
 
@@ -174,3 +176,25 @@ def exponential_(x: Tensor, lambd: float = 1.0, *, generator: Generator | None =
         raise ValueError(f"exponential_: lambd must be positive, got {lambd}")
     draws = draw_source(generator, "exponential_").exponential(1.0 / lambd, x.shape)
     return _fill("exponential_", x, _like(draws, x, float64))
+
+
+@tensor_method
+def random_(
+    x: Tensor, low: int = 0, high: int | None = None, *, generator: Generator | None = None
+) -> Tensor:
+    """Fill ``x`` in place with integers uniform in ``[low, high)`` (``random_(high)``:
+    ``[0, high)``; no bound: up to 2^mantissa for floats, the dtype's maximum for
+    integers), as ``Tensor.random_``."""
+    require_tensor("random_", "x", x)
+    if high is None and low != 0:
+        low, high = 0, low
+    if high is None:
+        dtype = x.dtype
+        if dtype.is_floating_point:  # (every integer up to 2^digits is exact)
+            high = 2 ** (ml_dtypes.finfo(dtype.numpy).nmant + 1) + 1
+        else:
+            high = 2 if dtype is bool_ else int(np.iinfo(dtype.numpy).max)
+    if low >= high:
+        raise ValueError(f"random_: expected low < high, got low={low}, high={high}")
+    draws = draw_source(generator, "random_").integers(low, high, size=x.shape)
+    return copy_(x, _like(draws.astype(np.int64), x, int64).to(x.dtype))

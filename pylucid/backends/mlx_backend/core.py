@@ -123,6 +123,16 @@ class MLXCore:
     def is_contiguous(self, a: Any) -> bool:
         return True  # (MLX exposes no strides: its arrays are row-major to every reader)
 
+    def element_strides(self, a: Any) -> Shape:
+        strides, step = [], 1
+        for n in reversed(a.shape):
+            strides.append(step)
+            step *= max(n, 1)
+        return tuple(reversed(strides))
+
+    def data_pointer(self, a: Any) -> int:
+        return id(a)  # (MLX exposes no addresses: the array's identity)
+
     def is_writable(self, a: Any) -> bool:
         return True  # a tensor takes a new array; views are logical (pylucid.ops.views)
 

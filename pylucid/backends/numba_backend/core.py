@@ -175,6 +175,12 @@ class NumbaCore:
     def is_contiguous(self, a: np.ndarray) -> bool:
         return bool(a.flags.c_contiguous)
 
+    def element_strides(self, a: np.ndarray) -> Shape:
+        return tuple(s // a.itemsize for s in a.strides)
+
+    def data_pointer(self, a: np.ndarray) -> int:
+        return int(a.__array_interface__["data"][0])
+
     def is_writable(self, a: np.ndarray) -> bool:
         return bool(a.flags.writeable)
 
