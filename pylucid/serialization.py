@@ -535,6 +535,10 @@ def _placement(
     return lambda location: target
 
 
+#: NumPy's limit on the dimensions of an array (and so of a tensor on either backend).
+MAX_DIMENSIONS = 64
+
+
 class _Reader:
     """Decodes the structure of one open file, reading each tensor once."""
 
@@ -616,7 +620,13 @@ class _Reader:
 
     def tensor(self, key: str, saved_device: str) -> Tensor:
         """The tensor stored under ``key``, placed from its ``saved_device``."""
-        stored = self.handle.get_slice(key).get_dtype()
+        view = self.handle.get_slice(key)
+        stored, shape = view.get_dtype(), view.get_shape()
+        if len(shape) > MAX_DIMENSIONS:
+            raise ValueError(
+                f"load: {self.path!r}: the tensor {key!r} declares {len(shape)} dimensions; "
+                f"arrays have at most {MAX_DIMENSIONS} (a corrupted or hostile header)"
+            )
         dtype = _DTYPES.get(stored)
         if dtype is None:
             supported = ", ".join(f"{k} ({d.name})" for k, d in _DTYPES.items())

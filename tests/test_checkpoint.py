@@ -356,6 +356,8 @@ def _hostile_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     add_header("wrong_dtype_string", bad_dtype, bytes(8), "unknown variant `F99`")
     add_header("shape_not_matching_bytes", {"w": _f32([3], 0, 8)}, bytes(8), "shape")
     add_header("shape_overflow", {"w": _f32([2**40, 2**40], 0, 8)}, bytes(8), "overflow")
+    deep_shape = {"w": _f32([1] * 5001, 0, 4)}  # (found from outside: NumPy's 64-dim error)
+    add_header("too_many_dimensions", deep_shape, bytes(4), "declares 5001 dimensions")
     uint8 = {"w": {"dtype": "U8", "shape": [3], "data_offsets": [0, 3]}}
     add_header("unsupported_dtype", uint8, bytes(3), "dtype U8, which pylucid does not hold")
     numeric = {"__metadata__": {"pylucid": 1}, "w": _f32([2], 0, 8)}
@@ -387,7 +389,7 @@ def _hostile_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 def test_hostile_files_raise_a_clear_value_error(tmp_path: Path) -> None:
     files = _hostile_files(tmp_path)
-    assert len(files) == 26
+    assert len(files) == 27
     for name, (path, expected) in files.items():
         with pytest.raises(ValueError, match=expected) as caught:
             load(path)
