@@ -22,9 +22,9 @@ float64                                                    float64
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 
-import ml_dtypes
 import numpy as np
 
 __all__ = [
@@ -102,7 +102,34 @@ bool_ = DType("bool", np.dtype(np.bool_), _BOOL)
 int32 = DType("int32", np.dtype(np.int32), _INT)
 int64 = DType("int64", np.dtype(np.int64), _INT)
 float16 = DType("float16", np.dtype(np.float16), _FLOAT)
-bfloat16 = DType("bfloat16", np.dtype(ml_dtypes.bfloat16), _FLOAT)
+class _LazyNumPyDType(DType):
+    """A DType whose NumPy dtype comes from a package imported on first use: bfloat16's is
+    ``ml_dtypes.bfloat16``, whose extension takes half a second to load, so a program that
+    never touches bfloat16 never loads it."""
+
+    __slots__ = ("_module", "_attribute")
+
+    def __init__(self, name: str, itemsize: int, category: int, module: str, attribute: str):
+        self._module, self._attribute = module, attribute
+        self.name, self.category, self.itemsize = name, category, itemsize
+        self.is_floating_point = category == _FLOAT
+        self.is_half = self.is_floating_point and itemsize == 2
+        self.is_signed = category != _BOOL
+
+    @property
+    def numpy(self) -> np.dtype:  # type: ignore[override]
+        """The NumPy dtype, importing its package the first time."""
+        try:
+            return _SLOT_NUMPY.__get__(self)
+        except AttributeError:
+            found = np.dtype(getattr(importlib.import_module(self._module), self._attribute))
+            _SLOT_NUMPY.__set__(self, found)
+            _BY_NUMPY[found] = self
+            return found
+
+
+_SLOT_NUMPY = DType.__dict__["numpy"]
+bfloat16 = _LazyNumPyDType("bfloat16", 2, _FLOAT, "ml_dtypes", "bfloat16")
 float32 = DType("float32", np.dtype(np.float32), _FLOAT)
 float64 = DType("float64", np.dtype(np.float64), _FLOAT)
 
@@ -110,7 +137,9 @@ float64 = DType("float64", np.dtype(np.float64), _FLOAT)
 #: read at call time (``dtypes.default_float``), changed by :func:`set_default_dtype`.
 default_float = float32
 _ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
-_BY_NUMPY = {d.numpy: d for d in _ALL}
+#: DTypes by NumPy dtype; bfloat16 joins when its NumPy dtype is first asked for (or when
+#: :func:`as_dtype` meets an ml_dtypes dtype, which means ml_dtypes is loaded).
+_BY_NUMPY = {d.numpy: d for d in _ALL if d is not bfloat16}
 _BY_NAME = {d.name: d for d in _ALL}
 #: What caches a default-dtype decision registers to be emptied when the default changes.
 _DEFAULT_LISTENERS: list[Callable[[], None]] = []
@@ -153,7 +182,9 @@ def finfo(dtype: object = None) -> np.finfo:
     chosen = default_float if dtype is None else as_dtype(dtype)
     if not chosen.is_floating_point:
         raise TypeError(f"finfo: {chosen.name} is not a floating-point dtype; use iinfo")
-    return ml_dtypes.finfo(chosen.numpy)
+    if chosen is bfloat16:  # (NumPy's finfo knows no bfloat16)
+        return importlib.import_module("ml_dtypes").finfo(chosen.numpy)
+    return np.finfo(chosen.numpy)
 
 
 def iinfo(dtype: object) -> np.iinfo:
@@ -189,9 +220,13 @@ def as_dtype(spec: object) -> DType:
     if isinstance(spec, str) and spec in _BY_NAME:
         return _BY_NAME[spec]
     try:
-        found = _BY_NUMPY.get(np.dtype(spec))
+        numpy_dtype = np.dtype(spec)
     except TypeError:
         found = None
+    else:
+        found = _BY_NUMPY.get(numpy_dtype)
+        if found is None and numpy_dtype.name == "bfloat16":  # (ml_dtypes is loaded)
+            found = bfloat16 if bfloat16.numpy == numpy_dtype else None
     if found is None:
         supported = ", ".join(d.name for d in _ALL)
         raise TypeError(f"unsupported dtype {spec!r}; pylucid supports {supported}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from pylucid import backends
@@ -397,7 +396,7 @@ def _random(
     # (p: the dtype's significand bits), each exact, so rounding never gives 1; a half randn
     # rounds float32 draws.
     if kind == "rand":
-        bits = ml_dtypes.finfo(dtype.numpy).nmant + 1  # NumPy's finfo knows no bfloat16
+        bits = _dtypes.finfo(dtype).nmant + 1  # NumPy's finfo knows no bfloat16
         drawn = source.integers(0, 1 << bits, size=shape) * 2.0**-bits
     else:
         drawn = source.standard_normal(shape, dtype=np.float32)

@@ -71,12 +71,13 @@ MAX_PICKLE_BYTES = 256 << 20
 MAX_REPEATED_BYTES = 1 << 30
 #: NumPy's limit on dimensions.
 _MAX_DIMS = 64
-#: PyTorch dtype names to (the NumPy dtype of the stored elements, the pylucid dtype).
-_DTYPES: dict[str, tuple[np.dtype, DType]] = {
+#: PyTorch dtype names to (the NumPy dtype of the stored elements, the pylucid dtype); None
+#: for the pylucid dtype's own (bfloat16's comes from ml_dtypes, imported when first met).
+_DTYPES: dict[str, tuple[np.dtype | None, DType]] = {
     "float64": (np.dtype(np.float64), float64),
     "float32": (np.dtype(np.float32), float32),
     "float16": (np.dtype(np.float16), float16),
-    "bfloat16": (np.dtype(bfloat16.numpy), bfloat16),
+    "bfloat16": (None, bfloat16),
     "int64": (np.dtype(np.int64), int64),
     "int32": (np.dtype(np.int32), int32),
     "bool": (np.dtype(np.bool_), bool_),
@@ -277,6 +278,7 @@ class _Builder:
                     f"dtype and loads {', '.join(_DTYPES)}",
                 )
             stored, loaded = _DTYPES[name]
+            stored = loaded.numpy if stored is None else stored
             nbytes = storage.numel * (stored.itemsize if storage.dtype is not None else 1)
             if nbytes % stored.itemsize:
                 raise _fail(

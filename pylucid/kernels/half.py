@@ -28,14 +28,12 @@ NumPy dtype for the loop generator (:mod:`pylucid.kernels.loops`).
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, register_jitable
 
 __all__ = [
-    "BFLOAT16",
     "FLOAT16",
     "bf16_to_f32",
     "f16_to_f32",
@@ -44,16 +42,17 @@ __all__ = [
     "half_dtype_code",
 ]
 
-#: The two half dtypes, as NumPy dtypes.
+#: NumPy's float16 dtype.
 FLOAT16 = np.dtype(np.float16)
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def half_dtype_code(dtype: np.dtype) -> str | None:
-    """``"f16"``, ``"bf16"`` or None (not a half dtype)."""
+    """``"f16"``, ``"bf16"`` or None (not a half dtype). bfloat16 is ``ml_dtypes``'
+    (recognised by name, so this module does not import ml_dtypes: a program that never
+    makes a bfloat16 array never loads it)."""
     if dtype == FLOAT16:
         return "f16"
-    if dtype == BFLOAT16:
+    if dtype.name == "bfloat16":
         return "bf16"
     return None
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from pylucid import dtypes
@@ -191,7 +190,7 @@ def random_(
     if high is None:
         dtype = x.dtype
         if dtype.is_floating_point:  # (every integer up to 2^digits is exact)
-            high = 2 ** (ml_dtypes.finfo(dtype.numpy).nmant + 1) + 1
+            high = 2 ** (dtypes.finfo(dtype).nmant + 1) + 1
         else:
             high = 2 if dtype is bool_ else int(np.iinfo(dtype.numpy).max)
     if low >= high:
