@@ -10,6 +10,12 @@ import pytest
 
 import pylucid as pl
 
+#: Why a test with PyTorch as its oracle skips: an unpinned ``pip install torch`` resolves to
+#: a CUDA build of several GB, so the CPU build goes first (README, Quick start).
+TORCH_REASON = (
+    "torch is the oracle of this test: pip install torch --index-url "
+    "https://download.pytorch.org/whl/cpu, then pip install -e '.[peers]'"
+)
 MLX_MISSING = "mlx" not in pl.backends.available()
 MLX_REASON = 'mlx is not installed (pip install "pylucid[mlx]")'
 

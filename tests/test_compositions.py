@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import pylucid as pl
+from tests.conftest import TORCH_REASON
 
-torch = pytest.importorskip("torch", reason="torch is the oracle (pip install -e '.[peers]')")
+torch = pytest.importorskip("torch", reason=TORCH_REASON)
 
 X = np.arange(24.0).reshape(2, 3, 4) * 0.5 - 3.0
 

@@ -40,6 +40,7 @@ from pylucid.utils.data import (
     default_convert,
     random_split,
 )
+from tests.conftest import TORCH_REASON
 
 Point = collections.namedtuple("Point", ["x", "y"])
 
@@ -603,7 +604,7 @@ COLLATE_CASES = [
 
 
 def test_collate_matches_torch() -> None:
-    torch = pytest.importorskip("torch", reason="torch is the oracle (pip install -e '.[peers]')")
+    torch = pytest.importorskip("torch", reason=TORCH_REASON)
     from torch.utils.data import default_collate as torch_collate
     from torch.utils.data import default_convert as torch_convert
 
@@ -620,7 +621,7 @@ def test_collate_matches_torch() -> None:
 
 
 def test_loader_lengths_and_split_lengths_match_torch() -> None:
-    torch = pytest.importorskip("torch", reason="torch is the oracle (pip install -e '.[peers]')")
+    torch = pytest.importorskip("torch", reason=TORCH_REASON)
     tdata = torch.utils.data
 
     class TorchStream(tdata.IterableDataset):

@@ -74,10 +74,10 @@ import pytest
 import pylucid as pl
 from pylucid.opinfo import OPS, OpInfo
 from pylucid.opinfo.records import Uniform
-from tests.conftest import DEVICES, MLX_MISSING
+from tests.conftest import DEVICES, MLX_MISSING, TORCH_REASON
 
 torch = pytest.importorskip(
-    "torch", reason='PyTorch is the oracle of these tests: pip install "pylucid[peers]"'
+    "torch", reason=TORCH_REASON
 )
 hypothesis = pytest.importorskip("hypothesis", reason="the graphs are drawn by hypothesis")
 st = hypothesis.strategies

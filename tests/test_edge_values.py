@@ -51,10 +51,10 @@ from pylucid.opinfo import binary as binary_records
 from pylucid.opinfo import elementwise as elementwise_records
 from pylucid.opinfo import layers as layer_records
 from pylucid.opinfo import losses as loss_records
-from tests.conftest import DEVICES, MLX_MISSING
+from tests.conftest import DEVICES, MLX_MISSING, TORCH_REASON
 
 torch = pytest.importorskip(
-    "torch", reason='PyTorch is the oracle of these tests: pip install "pylucid[peers]"'
+    "torch", reason=TORCH_REASON
 )
 #: The exact values of the deviations from PyTorch (50-digit arithmetic).
 mpmath = pytest.importorskip(

@@ -12,8 +12,9 @@ import pytest
 
 import pylucid as pl
 import pylucid.nn.functional as F  # noqa: N812  (PyTorch's spelling)
+from tests.conftest import TORCH_REASON
 
-torch = pytest.importorskip("torch", reason="torch is the oracle (pip install -e '.[peers]')")
+torch = pytest.importorskip("torch", reason=TORCH_REASON)
 
 X = np.arange(24.0).reshape(2, 3, 4) / 3.0
 

@@ -13,8 +13,9 @@ import pytest
 
 import pylucid as pl
 import pylucid.nn.functional as F  # noqa: N812  (PyTorch's spelling)
+from tests.conftest import TORCH_REASON
 
-torch = pytest.importorskip("torch", reason="torch is the oracle (pip install -e '.[peers]')")
+torch = pytest.importorskip("torch", reason=TORCH_REASON)
 
 X = np.arange(60.0).reshape(3, 4, 5) / 7.0
 G_INT = np.random.default_rng(5).integers(-3, 4, size=200)  # integer upstream gradients

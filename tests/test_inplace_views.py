@@ -16,13 +16,12 @@ import pytest
 
 import pylucid as pl
 from pylucid.graph.node import InplaceModifiedError
+from tests.conftest import TORCH_REASON
 
 try:
     import torch
 except ImportError:  # the oracle is optional: pip install -e ".[peers]"
     torch = None
-
-TORCH_REASON = 'torch is not installed (pip install -e ".[peers]"): nothing to compare with'
 
 
 def _slice_add(lib, zeros, w):
@@ -301,7 +300,6 @@ def test_an_expanded_view_refuses_before_changing_anything(device) -> None:
     with pytest.raises(RuntimeError, match="expanded view"):
         expanded.add_(1.0)
     assert a.tolist() == [1.0, 2.0] and a._version.value == 0
-
 
 
 def test_an_empty_expanded_view_takes_in_place_ops_as_in_pytorch(device) -> None:

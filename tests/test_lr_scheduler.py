@@ -21,8 +21,8 @@ import pytest
 import pylucid as pl
 from pylucid.optim import SGD, Adam
 from pylucid.optim import lr_scheduler as ours
+from tests.conftest import TORCH_REASON
 
-TORCH_REASON = "torch is the oracle (pip install -e '.[peers]')"
 LRS = (0.1, 0.03)  # two param groups with different rates
 STEPS = 300
 

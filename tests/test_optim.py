@@ -18,6 +18,7 @@ import pytest
 import pylucid as pl
 from pylucid.kernels.parallel import parallel_threshold
 from pylucid.ops.updates import adam_update_, sgd_update_
+from tests.conftest import TORCH_REASON
 
 CASES = [
     ("SGD", {"lr": 0.1}),
@@ -59,7 +60,7 @@ def _run_pylucid(name, kw, starts, grads, dtype, device):
 @pytest.mark.parametrize(("name", "kw"), CASES, ids=CASE_IDS)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_trajectory_matches_torch(name, kw, dtype, device, rng):
-    torch = pytest.importorskip("torch", reason="torch is the oracle (pip install -e '.[peers]')")
+    torch = pytest.importorskip("torch", reason=TORCH_REASON)
     shapes = [(7, 5), (5,)]
     starts = [rng.standard_normal(s) for s in shapes]
     grads = _grads(rng, 40, shapes)
@@ -265,7 +266,7 @@ def test_loaded_state_is_not_the_callers_tensor():
 
 def test_load_state_dict_from_torch():
     """PyTorch's optimizer state (a float32 0-d step tensor, its moments) loads."""
-    torch = pytest.importorskip("torch", reason="torch is the oracle (pip install -e '.[peers]')")
+    torch = pytest.importorskip("torch", reason=TORCH_REASON)
     t = torch.ones(3, dtype=torch.float64, requires_grad=True)
     toptimizer = torch.optim.Adam([t], lr=0.1)
     t.grad = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)

@@ -16,13 +16,13 @@ import pytest
 
 import pylucid as pl
 from pylucid.dtypes import promote_tiers
+from tests.conftest import TORCH_REASON
 
 try:
     import torch
 except ImportError:  # the oracle is optional: pip install -e ".[peers]"
     torch = None
 
-TORCH_REASON = 'torch is not installed (pip install -e ".[peers]"): nothing to compare with'
 DTYPES = ["bool", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 
 

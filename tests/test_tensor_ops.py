@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import pylucid as pl
+from tests.conftest import TORCH_REASON
 
-torch = pytest.importorskip("torch", reason="torch is the oracle (pip install -e '.[peers]')")
+torch = pytest.importorskip("torch", reason=TORCH_REASON)
 
 RTOL = 1e-12
 

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import pylucid as pl
+from tests.conftest import TORCH_REASON
 
 TENSORBOARD_MISSING = importlib.util.find_spec("tensorboard") is None
 TENSORBOARD_REASON = (
@@ -357,7 +358,7 @@ def test_unsupported_methods_raise_naming_themselves(tb: Any, tmp_path: Path) ->
 @needs_tensorboard
 def test_writer_has_every_method_of_torchs() -> None:
     torch_tensorboard = pytest.importorskip(
-        "torch.utils.tensorboard", reason="torch is the oracle (pip install -e '.[peers]')"
+        "torch.utils.tensorboard", reason=TORCH_REASON
     )
     from pylucid.utils.tensorboard import SummaryWriter
 
@@ -368,7 +369,7 @@ def test_writer_has_every_method_of_torchs() -> None:
 
 def test_summaries_match_torchs(tb: Any) -> None:
     torch_summary = pytest.importorskip(
-        "torch.utils.tensorboard.summary", reason="torch is the oracle (pip install -e '.[peers]')"
+        "torch.utils.tensorboard.summary", reason=TORCH_REASON
     )
     pytest.importorskip("PIL", reason="add_image needs Pillow")
     image = np.random.default_rng(0).random((3, 5, 4)).astype(np.float32)

@@ -14,8 +14,7 @@ import pytest
 
 import pylucid as pl
 from pylucid.opinfo.torch_aliases import ALIASES, AliasInfo
-
-TORCH_REASON = "torch is the oracle (pip install -e '.[peers]')"
+from tests.conftest import TORCH_REASON
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,9 @@ import pytest
 
 import pylucid as pl
 from pylucid.bench.training import cnn, mlp, train_step
+from tests.conftest import TORCH_REASON
 
-torch = pytest.importorskip("torch", reason="torch is the oracle (pip install -e '.[peers]')")
+torch = pytest.importorskip("torch", reason=TORCH_REASON)
 datasets = pytest.importorskip(
     "sklearn.datasets", reason="sklearn's digits are the data set (pip install -e '.[peers]')"
 )

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 import pylucid as pl
+from tests.conftest import TORCH_REASON  # noqa: F401  (re-exported to the layer tests)
 
-TORCH_REASON = "torch is the oracle (pip install -e '.[peers]')"
 TOLERANCES = {"float64": 1e-10, "float32": 1e-5}
 DTYPES = ("float64", "float32")
 
