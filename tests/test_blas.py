@@ -130,3 +130,31 @@ def test_integer_matrices_never_reach_gemm():
         b = np.array([[2**9, 0], [1, 5]], dtype)
         out = (pl.tensor(a) @ pl.tensor(b)).numpy()
         assert out.dtype == dtype and out.tolist() == np.matmul(a, b).tolist()
+
+
+@pytest.mark.skipif(not blas.AVAILABLE, reason="NumPy's OpenBLAS was not found beside NumPy")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_stack_times_a_matrix_is_one_product(monkeypatch, dtype):
+    """A Linear on a (B, T, C) input: one gemm of the B*T rows forward and for the input's
+    gradient (the weight's gradient folds the rows already), as PyTorch's matmul folds it;
+    values within the float tolerance of NumPy's per-matrix products (other blocking of the
+    same sums: a few ULP of the k=24 sums)."""
+    calls = []
+    product = linalg._blas_product
+
+    def counted(a, b, numpy_dtype):
+        calls.append(a.shape)
+        return product(a, b, numpy_dtype)
+
+    monkeypatch.setattr(linalg, "_blas_product", counted)
+    rng = np.random.default_rng(5)
+    x_np, w_np = rng.standard_normal((3, 5, 24)), rng.standard_normal((24, 7))
+    x = pl.tensor(x_np.astype(dtype), requires_grad=True)
+    w = pl.tensor(w_np.astype(dtype), requires_grad=True)
+    y = x @ w
+    assert calls == [(15, 24)]
+    y.backward(pl.ones(3, 5, 7, dtype=x.dtype))
+    assert calls[1] == (15, 7) and len(calls) == 3  # (the input's and the weight's gradients)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(y.numpy(), np.matmul(x_np, w_np), rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(x.grad.numpy(), np.ones((3, 5, 7)) @ w_np.T, rtol=rtol, atol=rtol)

@@ -2,7 +2,8 @@
 
 ``matmul`` is NumPy's, which hands float32/float64 products to the BLAS NumPy is built with
 (OpenBLAS for the PyPI wheels: ``np.show_config()``); a hand-written Numba loop would be an
-order of magnitude slower than a tuned GEMM. Integer products use NumPy's own loops. Products
+order of magnitude slower than a tuned GEMM. A stack of matrices times one matrix is one
+product of the stacked rows (PyTorch's fold), not one call per matrix. Integer products use NumPy's own loops. Products
 of two matrices of float32 (float64) call that BLAS's ``gemm`` from compiled code where NumPy
 would make the same call (:mod:`pylucid.kernels.blas`: NumPy's bits, without its ufunc call
 and ``np.errstate``); a plan binds them (:func:`bound_matmul`).
@@ -94,6 +95,15 @@ class NumbaLinalg:
             out = _blas_product(a, b, dtype.numpy)
             if out is not None:
                 return out
+        if a.ndim > 2 and b.ndim == 2 and blas.AVAILABLE:
+            # A stack of matrices times one matrix (a Linear on a (B, T, C) input): one
+            # (B*T, C) product, as PyTorch's at::matmul folds it, instead of NumPy's B calls
+            # of gemm - each a wake-up of OpenBLAS's threads. (The rows' sums may round
+            # differently from NumPy's per-matrix calls: another blocking of the same sums.)
+            rows = a.reshape(-1, a.shape[-1])
+            out = _blas_product(rows, b, dtype.numpy)
+            if out is not None:
+                return out.reshape(shape)
         if a.ndim == 1 and b.ndim == 1 and _plain_vectors(a, b, dtype.numpy):
             # The dot product of two vectors: np.matmul's loop calls the dtype's BLAS dot
             # (``FLOAT_dot`` / ``DOUBLE_dot``) on them, and so does np.vdot, which checks no
