@@ -3,10 +3,11 @@
 ``matmul`` is NumPy's, which hands float32/float64 products to the BLAS NumPy is built with
 (OpenBLAS for the PyPI wheels: ``np.show_config()``); a hand-written Numba loop would be an
 order of magnitude slower than a tuned GEMM. A stack of matrices times one matrix is one
-product of the stacked rows (PyTorch's fold), not one call per matrix. Integer products use NumPy's own loops. Products
-of two matrices of float32 (float64) call that BLAS's ``gemm`` from compiled code where NumPy
-would make the same call (:mod:`pylucid.kernels.blas`: NumPy's bits, without its ufunc call
-and ``np.errstate``); a plan binds them (:func:`bound_matmul`).
+product of the stacked rows (PyTorch's fold), not one call per matrix. Integer products use
+NumPy's own loops. Products of two matrices of float32 (float64) call that BLAS's ``gemm``
+from compiled code where NumPy would make the same call (:mod:`pylucid.kernels.blas`:
+NumPy's bits, without its ufunc call and ``np.errstate``); a plan binds them
+(:func:`bound_matmul`).
 """
 
 from __future__ import annotations
