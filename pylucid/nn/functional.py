@@ -4,8 +4,14 @@ defaults (``torch.nn.functional``), built on pylucid's ops: each is differentiab
 
 ``cross_entropy`` with class indices, the convolutions (:mod:`pylucid.ops.convolution`),
 the pools (:mod:`pylucid.ops.pooling`) and ``layer_norm`` are ops with their own kernels;
-``batch_norm`` (:mod:`pylucid.ops.normalization`) and the other losses are short
-compositions of ops, whose gradients are those of the ops.
+``batch_norm`` (:mod:`pylucid.ops.normalization`), ``instance_norm``, ``rms_norm``,
+``normalize``, the other losses and activations are short compositions of ops, whose
+gradients are those of the ops. The transposed and 3-d convolutions, the 1-d pools,
+``interpolate``, ``pixel_shuffle`` and ``unfold`` / ``fold`` are compositions too
+(:mod:`pylucid.nn.convolutions`, :mod:`pylucid.nn.resampling`).
+
+Every function takes PyTorch's keyword names (``F.gelu(input=x)``). ``inplace=True``
+(activations, dropouts) is accepted and the result is a new tensor: use the returned value.
 
 Not supported (yet): ``weight=`` of the classification losses and the deprecated
 ``size_average=`` / ``reduce=``.
@@ -13,69 +19,104 @@ Not supported (yet): ``weight=`` of the classification losses and the deprecated
 
 from __future__ import annotations
 
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
-from pylucid.dtypes import bool_, int32, int64
-from pylucid.factories import full, rand
-from pylucid.ops import abs as _abs
-from pylucid.ops import (
-    clamp,
-    elu,
-    exp,
-    gelu,
-    leaky_relu,
-    log,
-    log1p,
-    log_softmax,
-    relu,
-    sigmoid,
-    silu,
-    softmax,
-    softplus,
-    tanh,
-    where,
+from pylucid.dtypes import DType, bool_, finfo, float32, int32, int64
+from pylucid.factories import rand
+from pylucid.graph.grad_mode import no_grad
+from pylucid.nn.convolutions import conv3d, conv_transpose1d, conv_transpose2d
+from pylucid.nn.resampling import (
+    fold,
+    interpolate,
+    pad,
+    pixel_shuffle,
+    pixel_unshuffle,
+    unfold,
 )
+from pylucid.ops import abs as _abs
+from pylucid.ops import clamp, exp, log, log1p, where
+from pylucid.ops import elu as _elu
+from pylucid.ops import gelu as _gelu
+from pylucid.ops import leaky_relu as _leaky_relu
+from pylucid.ops import log_softmax as _log_softmax
+from pylucid.ops import relu as _relu
+from pylucid.ops import sigmoid as _sigmoid
+from pylucid.ops import silu as _silu
+from pylucid.ops import softmax as _softmax
+from pylucid.ops import softplus as _softplus
+from pylucid.ops import tanh as _tanh
 from pylucid.ops.convolution import conv1d, conv2d
 from pylucid.ops.gathering import checked_indices, index_select
 from pylucid.ops.losses import check_options, checked_target_count
 from pylucid.ops.losses import cross_entropy as _cross_entropy_indices
 from pylucid.ops.normalization import batch_norm, layer_norm
 from pylucid.ops.pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d
-from pylucid.ops.shape import concatenate
 from pylucid.ops.wrapping import require_tensor
 from pylucid.tensor import Tensor
 
 __all__ = [
+    "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "avg_pool1d",
     "avg_pool2d",
     "batch_norm",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "conv1d",
     "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
     "cross_entropy",
     "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
     "elu",
     "embedding",
+    "fold",
     "gelu",
+    "glu",
+    "hardsigmoid",
+    "hardswish",
+    "hardtanh",
+    "instance_norm",
+    "interpolate",
     "l1_loss",
     "layer_norm",
     "leaky_relu",
     "linear",
     "log_softmax",
+    "logsigmoid",
+    "max_pool1d",
     "max_pool2d",
+    "mish",
     "mse_loss",
     "nll_loss",
+    "normalize",
     "one_hot",
     "pad",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "prelu",
     "relu",
+    "relu6",
+    "rms_norm",
     "scaled_dot_product_attention",
     "sigmoid",
     "silu",
     "smooth_l1_loss",
     "softmax",
     "softplus",
+    "softsign",
     "tanh",
+    "tanhshrink",
+    "unfold",
 ]
 
 
@@ -228,7 +269,7 @@ def cross_entropy(
         if label_smoothing == 0
         else (1.0 - label_smoothing) * target + label_smoothing / classes
     )
-    loss = -(q * log_softmax(input, axis=axis)).sum(axis=axis)
+    loss = -(q * log_softmax(input, dim=axis)).sum(axis=axis)
     if reduction == "mean":  # (no examples: 0 / 0 = nan, as PyTorch)
         return loss.sum() / float(input.numel() // classes if classes else 0)
     return loss.sum() if reduction == "sum" else loss
@@ -300,76 +341,6 @@ def dropout(
         return input * 0.0
     keep = rand(*input.shape, dtype=input.dtype, device=input.device) >= p
     return where(keep, input / (1.0 - p), 0.0)
-
-
-PAD_MODES = ("constant", "reflect", "replicate", "circular")
-
-
-def _pad_indices(size: int, before: int, after: int, mode: str) -> np.ndarray:
-    """The source position of each padded position along one dimension."""
-    positions = np.arange(-before, size + after)
-    if mode == "replicate":
-        return np.clip(positions, 0, size - 1)
-    if mode == "circular":
-        return positions % size
-    period = 2 * (size - 1)  # reflect: mirror at the end elements, which are not repeated
-    folded = np.abs(positions) % period if period else np.zeros_like(positions)
-    return np.where(folded >= size, period - folded, folded)
-
-
-def pad(
-    input: Tensor,  # noqa: A002
-    pad: tuple[int, ...],
-    mode: str = "constant",
-    value: float = 0.0,
-) -> Tensor:
-    """Pad the last ``len(pad) // 2`` dimensions: ``pad = (left, right)`` for the last,
-    then ``(top, bottom)`` for the one before, and so on, as PyTorch. ``"constant"`` fills
-    with ``value`` (negative amounts crop); ``"reflect"`` mirrors without repeating the edge,
-    ``"replicate"`` repeats it, ``"circular"`` wraps around."""
-    require_tensor("pad", "input", input)
-    if mode not in PAD_MODES:
-        raise ValueError(f"pad: mode must be one of {', '.join(PAD_MODES)}, got {mode!r}")
-    amounts = tuple(int(v) for v in pad)
-    if len(amounts) % 2 or len(amounts) // 2 > input.ndim:
-        raise ValueError(
-            f"pad: expected an even number of amounts, two per padded dimension (at most "
-            f"{input.ndim}), got {len(amounts)}"
-        )
-    out = input
-    for k in range(len(amounts) // 2):
-        axis, (before, after) = input.ndim - 1 - k, amounts[2 * k : 2 * k + 2]
-        size = out.shape[axis]
-        if mode == "constant":
-            out = _pad_constant(out, axis, before, after, value)
-            continue
-        if before < 0 or after < 0:
-            raise ValueError(f"pad: {mode} padding takes no negative amounts, got {amounts}")
-        limit = size - 1 if mode == "reflect" else size
-        if max(before, after) > limit or size == 0:
-            raise ValueError(
-                f"pad: {mode} padding of ({before}, {after}) is too large for dimension "
-                f"{axis} of size {size} (at most {limit})"
-            )
-        index = _pad_indices(size, before, after, mode)
-        positions = Tensor._make(out._backend.from_numpy(index, int64), out._backend, int64)
-        out = index_select(out, axis, positions)
-    return out
-
-
-def _pad_constant(x: Tensor, axis: int, before: int, after: int, value: float) -> Tensor:
-    lead = (slice(None),) * axis
-    size = x.shape[axis]
-    if before < 0 or after < 0:  # crop first
-        x = x[(*lead, slice(max(-before, 0), size - max(-after, 0)))]
-        before, after = max(before, 0), max(after, 0)
-    parts = []
-    for amount in (before, after):
-        shape = (*x.shape[:axis], amount, *x.shape[axis + 1 :])
-        parts.append(full(shape, value, dtype=x.dtype, device=x.device))
-    if not before and not after:
-        return x
-    return concatenate([parts[0], x, parts[1]], axis=axis)
 
 
 def _constant_mask(like: Tensor, values: np.ndarray) -> Tensor:
@@ -518,3 +489,489 @@ def _grouped_heads(op: str, query: Tensor, x: Tensor) -> Tensor:
     be = x._backend
     positions = np.repeat(np.arange(groups), heads // groups)
     return index_select(x, x.ndim - 3, Tensor._make(be.from_numpy(positions, int64), be, int64))
+
+
+# -- activations -----------------------------------------------------------------------------
+# PyTorch's signatures over the ops (whose first parameter is ``x``), so that PyTorch's
+# keywords (``input=``, ``dim=``, ``inplace=``) work; a positional call costs one more
+# Python call.
+def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """``max(input, 0)`` (:func:`pylucid.relu`); ``inplace`` is accepted, the result is new."""
+    return _relu(input)
+
+
+def sigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    """``1 / (1 + exp(-input))`` (:func:`pylucid.sigmoid`)."""
+    return _sigmoid(input)
+
+
+def tanh(input: Tensor) -> Tensor:  # noqa: A002
+    """``tanh(input)`` (:func:`pylucid.tanh`)."""
+    return _tanh(input)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """``input * sigmoid(input)`` (:func:`pylucid.ops.silu`); ``inplace`` is accepted."""
+    return _silu(input)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
+    """GELU, exact or ``approximate="tanh"`` (:func:`pylucid.ops.gelu`)."""
+    return _gelu(input, approximate)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
+    """``input`` where positive, ``alpha (exp(input) - 1)`` elsewhere
+    (:func:`pylucid.ops.elu`); ``inplace`` is accepted."""
+    return _elu(input, alpha)
+
+
+def leaky_relu(
+    input: Tensor,  # noqa: A002
+    negative_slope: float = 0.01,
+    inplace: bool = False,
+) -> Tensor:
+    """``input`` where positive, ``negative_slope * input`` elsewhere
+    (:func:`pylucid.ops.leaky_relu`); ``inplace`` is accepted."""
+    return _leaky_relu(input, negative_slope)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002
+    """``log(1 + exp(beta input)) / beta``, linear beyond ``threshold``
+    (:func:`pylucid.ops.softplus`)."""
+    return _softplus(input, beta, threshold)
+
+
+def _softmax_dim(op: str, input: Tensor, dim: int | None) -> int:  # noqa: A002
+    """``dim``, or PyTorch's legacy implicit choice (0 for 0-, 1- and 3-d inputs, else 1)
+    with its deprecation warning."""
+    if dim is not None:
+        return dim
+    warnings.warn(
+        f"Implicit dimension choice for {op} has been deprecated. Change the call to include "
+        f"dim=X as an argument.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return 0 if input.ndim in (0, 1, 3) else 1
+
+
+def softmax(
+    input: Tensor,  # noqa: A002
+    dim: int | None = None,
+    _stacklevel: int = 3,
+    dtype: DType | None = None,
+) -> Tensor:
+    """``exp(input) / sum(exp(input))`` along ``dim``, computed in ``dtype`` when given (the
+    input is converted first), as ``torch.nn.functional.softmax``."""
+    dim = _softmax_dim("softmax", input, dim)
+    return _softmax(input if dtype is None else input.to(dtype), dim=dim)
+
+
+def log_softmax(
+    input: Tensor,  # noqa: A002
+    dim: int | None = None,
+    _stacklevel: int = 3,
+    dtype: DType | None = None,
+) -> Tensor:
+    """``input - logsumexp(input)`` along ``dim``, computed in ``dtype`` when given, as
+    ``torch.nn.functional.log_softmax``."""
+    dim = _softmax_dim("log_softmax", input, dim)
+    return _log_softmax(input if dtype is None else input.to(dtype), dim=dim)
+
+
+def _bounded(input: Tensor, low: float, high: float, inner: Tensor) -> Tensor:  # noqa: A002
+    """``inner`` strictly between ``low`` and ``high``; elsewhere ``inner`` of the input
+    clamped to ``[low, high]``, a constant (no gradient there: PyTorch's hard activations
+    pass none at or beyond their corners). NaN stays NaN."""
+    inside = (input > low) & (input < high)
+    return where(inside, inner, clamp(input.detach(), low, high))
+
+
+def hardtanh(
+    input: Tensor,  # noqa: A002
+    min_val: float = -1.0,
+    max_val: float = 1.0,
+    inplace: bool = False,
+) -> Tensor:
+    """``input`` clamped to ``[min_val, max_val]``, with gradient only strictly inside (as
+    ``torch.nn.functional.hardtanh``); ``inplace`` is accepted."""
+    require_tensor("hardtanh", "input", input)
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val "
+                         f"({max_val})")  # fmt: skip
+    return _bounded(input, min_val, max_val, input)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """``min(max(input, 0), 6)``: :func:`hardtanh` from 0 to 6."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """``min(max(input + 3, 0), 6) / 6``, gradient ``1/6`` strictly between -3 and 3."""
+    require_tensor("hardsigmoid", "input", input)
+    shifted = input + 3.0
+    return _bounded(shifted, 0.0, 6.0, shifted) / 6.0
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """``input * min(max(input + 3, 0), 6) / 6``; the gradient is ``input / 3 + 1/2``
+    strictly between -3 and 3, 0 at and below -3, 1 at and above 3, as PyTorch's."""
+    require_tensor("hardswish", "input", input)
+    inside = (input > -3.0) & (input < 3.0)
+    outer = clamp(input.detach() + 3.0, 0.0, 6.0)  # (0 or 6 there: a gradient of 0 or 1)
+    return where(inside, input * (input + 3.0), input * outer) / 6.0
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """``input * tanh(softplus(input))``."""
+    return input * _tanh(_softplus(input))
+
+
+def softsign(input: Tensor) -> Tensor:  # noqa: A002
+    """``input / (1 + |input|)``."""
+    return input / (_abs(input) + 1.0)
+
+
+def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
+    """``input - tanh(input)``."""
+    return input - _tanh(input)
+
+
+def logsigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    """``log(sigmoid(input)) = -softplus(-input)``, computed as PyTorch's
+    ``min(x, 0) - log1p(exp(-|x|))`` (no overflow, no threshold)."""
+    return -_softplus(-input, 1.0, math.inf)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
+    """The gated linear unit ``a * sigmoid(b)``, ``a`` and ``b`` the halves of ``input``
+    along ``dim``."""
+    require_tensor("glu", "input", input)
+    if input.ndim == 0:
+        raise ValueError("glu: does not support scalars because halving size must be even")
+    size = input.shape[dim]
+    if size % 2:
+        raise ValueError(f"glu: halving dimension must be even, but dimension {dim} of input "
+                         f"of shape {input.shape} is size {size}")  # fmt: skip
+    first, second = input.chunk(2, dim)
+    return first * _sigmoid(second)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:  # noqa: A002
+    """``input`` where positive, ``weight * input`` elsewhere, ``weight`` one slope or one
+    per channel (dimension 1; dimension 0 of a 1-d input), as
+    ``torch.nn.functional.prelu``. The gradient at 0 is the slope's, as PyTorch's."""
+    require_tensor("prelu", "input", input)
+    require_tensor("prelu", "weight", weight)
+    if weight.numel() != 1:
+        axis = 1 if input.ndim >= 2 else 0
+        if weight.ndim != 1 or input.ndim == 0 or weight.shape[0] != input.shape[axis]:
+            raise ValueError(
+                f"prelu: weight of shape {weight.shape} must hold 1 slope or one per channel "
+                f"(dimension {axis} of the input of shape {input.shape})"
+            )
+        weight = weight.reshape((-1,) + (1,) * (input.ndim - axis - 1))
+    elif weight.ndim:
+        weight = weight.reshape(())
+    return where(input > 0, input, weight * input)
+
+
+# -- normalisation ---------------------------------------------------------------------------
+def _zero_safe_root(total: Tensor, root: float) -> Tensor:
+    """``total ** root`` for ``total >= 0``, 0 with a zero gradient where ``total`` is 0
+    (where the root's derivative is infinite: a norm's gradient there is 0, as PyTorch's)."""
+    positive = total > 0
+    safe = where(positive, total, 1.0)
+    return where(positive, safe.sqrt() if root == 0.5 else safe**root, 0.0)
+
+
+def _norm(input: Tensor, p: float, dim: Any) -> Tensor:  # noqa: A002
+    """The ``p``-norm of ``input`` over ``dim`` (kept as size 1)."""
+    if p == 2:
+        return _zero_safe_root((input * input).sum(dim=dim, keepdim=True), 0.5)
+    magnitude = _abs(input)
+    if p == math.inf:
+        return magnitude.amax(dim=dim, keepdim=True)
+    if p == 1:
+        return magnitude.sum(dim=dim, keepdim=True)
+    return _zero_safe_root((magnitude**p).sum(dim=dim, keepdim=True), 1.0 / p)
+
+
+def normalize(
+    input: Tensor,  # noqa: A002
+    p: float = 2.0,
+    dim: int | Sequence[int] = 1,
+    eps: float = 1e-12,
+    out: Tensor | None = None,
+) -> Tensor:
+    r"""``input / max(||input||_p, eps)`` with the norm over ``dim``, as
+    ``torch.nn.functional.normalize``; ``p`` a positive number or ``inf``.
+
+    A composition of ops; where a norm is 0 (a zero vector) the result is 0 with a zero
+    gradient through the norm, as PyTorch's (a plain ``sqrt`` would give nan).
+    """
+    require_tensor("normalize", "input", input)
+    if out is not None:
+        raise NotImplementedError("normalize: out= is not supported by pylucid; use the result")
+    if not (p > 0):
+        raise ValueError(f"normalize: p must be a positive number or inf, got {p!r}")
+    norm = _norm(input, float(p), dim)
+    return input / clamp(norm, min=eps)
+
+
+def rms_norm(
+    input: Tensor,  # noqa: A002
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    eps: float | None = None,
+) -> Tensor:
+    r"""Root-mean-square normalisation over the trailing ``normalized_shape``:
+    :math:`x / \sqrt{\operatorname{mean}(x^2) + \epsilon} \cdot w`, as
+    ``torch.nn.functional.rms_norm`` (``eps`` None: the dtype's machine epsilon; half
+    inputs computed in float32, as PyTorch)."""
+    require_tensor("rms_norm", "input", input)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    count = len(shape)
+    if not count or input.shape[input.ndim - count :] != shape or count > input.ndim:
+        raise ValueError(
+            f"rms_norm: normalized_shape {shape} must be the trailing dimensions of the "
+            f"input of shape {input.shape}"
+        )
+    if weight is not None:
+        require_tensor("rms_norm", "weight", weight)
+        if weight.shape != shape:
+            raise ValueError(f"rms_norm: weight of shape {weight.shape} must have "
+                             f"normalized_shape {shape}")  # fmt: skip
+    if eps is None:
+        eps = float(finfo(input.dtype).eps)
+    x = input.to(float32) if input.dtype.is_half else input
+    axes = tuple(range(input.ndim - count, input.ndim))
+    out = x * ((x * x).mean(dim=axes, keepdim=True) + eps).rsqrt()
+    out = out.to(input.dtype) if input.dtype.is_half else out
+    return out if weight is None else out * weight
+
+
+def instance_norm(
+    input: Tensor,  # noqa: A002
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Instance normalisation of ``(N, C, *spatial)`` ``input``: each ``(n, c)`` plane by
+    its own mean and biased variance, then ``* weight + bias`` per channel, as
+    ``torch.nn.functional.instance_norm``.
+
+    With ``use_input_stats`` the running statistics, where given, are updated in place
+    without gradient by the instances' averages: ``running = (1 - momentum) running +
+    momentum mean_n(stat)``, the variance unbiased there; otherwise the running statistics
+    normalise (they must be given).
+
+    .. math:: y = \frac{x - \mu_{n,c}}{\sqrt{\sigma^2_{n,c} + \varepsilon}}\, w_c + b_c
+    """
+    op = "instance_norm"
+    require_tensor(op, "input", input)
+    if input.ndim < 3:
+        raise ValueError(f"{op}: expected an input (N, C, *spatial), got shape {input.shape}")
+    channels = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):  # fmt: skip
+        if t is not None:
+            require_tensor(op, name, t)
+            if t.shape != (channels,):
+                raise ValueError(
+                    f"{op}: {name} of shape {t.shape} does not fit {channels} channels of "
+                    f"the input of shape {input.shape}: expected ({channels},)"
+                )
+    broadcast = (1, channels) + (1,) * (input.ndim - 2)
+    if use_input_stats:
+        axes = tuple(range(2, input.ndim))
+        count = math.prod(input.shape[2:])
+        if count <= 1:
+            raise ValueError(
+                f"{op}: expected more than 1 spatial element when training, got input of "
+                f"shape {input.shape}"
+            )
+        mean = input.mean(dim=axes, keepdim=True)
+        centred = input - mean
+        var = (centred * centred).mean(dim=axes, keepdim=True)
+        with no_grad():
+            for running, stat, factor in ((running_mean, mean, 1.0),
+                                          (running_var, var, count / (count - 1))):  # fmt: skip
+                if running is not None:
+                    batch = stat.detach().reshape(input.shape[:2]).mean(dim=0) * factor
+                    running.mul_(1.0 - momentum).add_(batch.to(running.dtype) * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError(
+                f"{op}: running_mean and running_var must be given when use_input_stats is "
+                f"False (they normalise then)"
+            )
+        mean, var = running_mean.reshape(broadcast), running_var.reshape(broadcast)
+        centred = input - mean
+    out = centred * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(broadcast)
+    if bias is not None:
+        out = out + bias.reshape(broadcast)
+    return out
+
+
+# -- channel dropout -------------------------------------------------------------------------
+def _feature_dropout(input: Tensor, p: float, training: bool) -> Tensor:  # noqa: A002
+    """Zero whole channels (dimension 1 of ``(N, C, ...)``) with probability ``p``, the
+    others scaled by ``1 / (1 - p)``."""
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    mask = (*input.shape[:2], *(1,) * (input.ndim - 2))
+    keep = rand(*mask, dtype=input.dtype, device=input.device) >= p
+    return where(keep, input / (1.0 - p), 0.0)
+
+
+def _check_p(op: str, input: Tensor, p: float) -> None:  # noqa: A002
+    require_tensor(op, "input", input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+def dropout1d(
+    input: Tensor,  # noqa: A002
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+) -> Tensor:
+    """Zero whole channels of ``(N, C, L)`` (or ``(C, L)``) ``input`` with probability
+    ``p``, scaling the others by ``1 / (1 - p)``, as ``torch.nn.functional.dropout1d``
+    (drawn from :func:`pylucid.manual_seed`'s generator); ``inplace`` is accepted."""
+    _check_p("dropout1d", input, p)
+    if input.ndim not in (2, 3):
+        raise ValueError(f"dropout1d: expected a 2-d or 3-d input, got shape {input.shape}")
+    if input.ndim == 2:
+        return _feature_dropout(input.reshape(1, *input.shape), p, training).reshape(input.shape)
+    return _feature_dropout(input, p, training)
+
+
+def dropout2d(
+    input: Tensor,  # noqa: A002
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+) -> Tensor:
+    """Zero whole channels of ``(N, C, H, W)`` ``input`` with probability ``p``, scaling the
+    others by ``1 / (1 - p)``, as ``torch.nn.functional.dropout2d``. As PyTorch's, a 3-d
+    input is taken as ``(N, C, L)`` (channel-wise 1-d dropout) with a warning, and other
+    ranks warn too; ``inplace`` is accepted."""
+    _check_p("dropout2d", input, p)
+    if input.ndim not in (3, 4):
+        warnings.warn(
+            f"dropout2d: received a {input.ndim}-D input, which is deprecated (dropout2d "
+            f"expects 3-D or 4-D inputs); use dropout instead",
+            UserWarning,
+            stacklevel=2,
+        )
+    if input.ndim == 3:
+        warnings.warn(
+            "dropout2d: received a 3-D input and assuming that channel-wise 1-D dropout is "
+            "meant - the input is taken as (N, C, L); use dropout1d for that",
+            UserWarning,
+            stacklevel=2,
+        )
+    return _feature_dropout(input, p, training)
+
+
+def dropout3d(
+    input: Tensor,  # noqa: A002
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+) -> Tensor:
+    """Zero whole channels of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``) ``input`` with
+    probability ``p``, as ``torch.nn.functional.dropout3d`` (other ranks warn, as
+    PyTorch's); ``inplace`` is accepted."""
+    _check_p("dropout3d", input, p)
+    if input.ndim not in (4, 5):
+        warnings.warn(
+            f"dropout3d: received a {input.ndim}-D input, which is deprecated (dropout3d "
+            f"expects 4-D or 5-D inputs); use dropout instead",
+            UserWarning,
+            stacklevel=2,
+        )
+    if input.ndim == 4:
+        return _feature_dropout(input.reshape(1, *input.shape), p, training).reshape(input.shape)
+    return _feature_dropout(input, p, training)
+
+
+# -- 1-d pools -------------------------------------------------------------------------------
+def _one(op: str, name: str, value: Any) -> int:
+    """An int or a 1-tuple as an int."""
+    if not isinstance(value, int):
+        values = tuple(value)
+        if len(values) != 1:
+            raise ValueError(f"{op}: {name} must be an int or 1 int, got {value!r}")
+        value = values[0]
+    return value
+
+
+def _as_planes(op: str, input: Tensor) -> Tensor:  # noqa: A002
+    """``(N, C, L)`` or ``(C, L)`` as planes of height 1."""
+    require_tensor(op, "input", input)
+    if input.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 2-d (C, L) or 3-d (N, C, L) input, got shape "
+                         f"{input.shape}")  # fmt: skip
+    return input.unsqueeze(-2)
+
+
+def max_pool1d(
+    input: Tensor,  # noqa: A002
+    kernel_size: int | tuple[int],
+    stride: int | tuple[int] | None = None,
+    padding: int | tuple[int] = 0,
+    dilation: int | tuple[int] = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """1-d max pooling of ``(N, C, L)`` (or ``(C, L)``) ``input``, as
+    ``torch.nn.functional.max_pool1d``: :func:`max_pool2d` of height 1 (its indices are
+    positions along ``L``)."""
+    op = "max_pool1d"
+    planes = _as_planes(op, input)
+    kernel = _one(op, "kernel_size", kernel_size)
+    step = kernel if stride is None or stride == () else _one(op, "stride", stride)
+    out = max_pool2d(planes, (1, kernel), (1, step), (0, _one(op, "padding", padding)),
+                     (1, _one(op, "dilation", dilation)), ceil_mode, return_indices)  # fmt: skip
+    if return_indices:
+        return out[0].squeeze(-2), out[1].squeeze(-2)
+    return out.squeeze(-2)
+
+
+def avg_pool1d(
+    input: Tensor,  # noqa: A002
+    kernel_size: int | tuple[int],
+    stride: int | tuple[int] | None = None,
+    padding: int | tuple[int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """1-d average pooling of ``(N, C, L)`` (or ``(C, L)``) ``input``, as
+    ``torch.nn.functional.avg_pool1d``: :func:`avg_pool2d` of height 1."""
+    op = "avg_pool1d"
+    planes = _as_planes(op, input)
+    kernel = _one(op, "kernel_size", kernel_size)
+    step = kernel if stride is None or stride == () else _one(op, "stride", stride)
+    return avg_pool2d(planes, (1, kernel), (1, step), (0, _one(op, "padding", padding)),
+                      ceil_mode, count_include_pad).squeeze(-2)  # fmt: skip
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: int | tuple[int]) -> Tensor:  # noqa: A002
+    """1-d adaptive average pooling of ``(N, C, L)`` (or ``(C, L)``) ``input`` to
+    ``output_size``, as ``torch.nn.functional.adaptive_avg_pool1d``."""
+    op = "adaptive_avg_pool1d"
+    planes = _as_planes(op, input)
+    return adaptive_avg_pool2d(planes, (1, _one(op, "output_size", output_size))).squeeze(-2)
