@@ -9,6 +9,9 @@ Everything here is built on pylucid's ops; nothing talks to a backend.
 from pylucid.nn import functional, init, parallel, utils
 from pylucid.nn.modules import *  # noqa: F403
 from pylucid.nn.modules import __all__ as _modules
-from pylucid.nn.parameter import Parameter
+from pylucid.nn.parallel import DataParallel
+from pylucid.nn.parameter import Buffer, Parameter
 
-__all__ = ["Parameter", "functional", "init", "parallel", "utils", *_modules]
+__all__ = [
+    "Buffer", "DataParallel", "Parameter", "functional", "init", "parallel", "utils", *_modules
+]  # fmt: skip

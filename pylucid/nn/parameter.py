@@ -1,4 +1,5 @@
-"""``Parameter``: a tensor that a :class:`~pylucid.nn.Module` registers as its parameter."""
+"""``Parameter`` and ``Buffer``: tensors that a :class:`~pylucid.nn.Module` registers as its
+parameter or buffer when assigned to one of its attributes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from pylucid.factories import empty
 from pylucid.tensor import Tensor
 
-__all__ = ["Parameter"]
+__all__ = ["Buffer", "Parameter"]
 
 
 class Parameter(Tensor):
@@ -54,3 +55,40 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, protocol: int) -> tuple[Any, ...]:
         return (Parameter, (self.detach(), self.requires_grad))
+
+
+class Buffer(Tensor):
+    """A tensor that a module attribute holding it registers as a buffer (state that is
+    not trained: moved by :meth:`~pylucid.nn.Module.to`, in the state dict if
+    ``persistent``), as ``torch.nn.Buffer``: ``self.steps = nn.Buffer(pl.zeros(()))`` is
+    ``self.register_buffer("steps", pl.zeros(()))``.
+
+    ``Buffer(data)`` shares ``data``'s storage and keeps its ``requires_grad`` (as
+    :class:`Parameter`, not an alias of ``data`` on the mlx backend); ops on a buffer give
+    plain tensors.
+
+    Parameters
+    ----------
+    data : Tensor, optional
+        The values (an empty float32 tensor when omitted).
+    persistent : bool
+        Whether the buffer is part of its module's state dict.
+    """
+
+    __slots__ = ("persistent",)
+
+    def __new__(cls, data: Tensor | None = None, *, persistent: bool = True) -> Buffer:
+        if data is None:
+            data = empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(
+                f"Buffer: expected a Tensor, got {type(data).__name__}; make it a tensor "
+                f"first (pylucid.tensor(...))"
+            )
+        made = cls._make(data._storage, data._backend, data.dtype, data.requires_grad,
+                         data.shape)  # fmt: skip
+        made.persistent = persistent
+        return made
+
+    def __init__(self, data: Tensor | None = None, *, persistent: bool = True) -> None:
+        """(All set up by ``__new__``.)"""

@@ -3,19 +3,37 @@
 from pylucid.nn.modules.activation import (
     ELU,
     GELU,
+    GLU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
     LeakyReLU,
+    LogSigmoid,
     LogSoftmax,
+    Mish,
     MultiheadAttention,
+    PReLU,
     ReLU,
+    ReLU6,
     Sigmoid,
     SiLU,
     Softmax,
     Softplus,
+    Softsign,
     Tanh,
+    Tanhshrink,
 )
-from pylucid.nn.modules.container import ModuleDict, ModuleList, Sequential
-from pylucid.nn.modules.conv import Conv1d, Conv2d
-from pylucid.nn.modules.dropout import Dropout
+from pylucid.nn.modules.container import (
+    ModuleDict,
+    ModuleList,
+    ParameterDict,
+    ParameterList,
+    Sequential,
+)
+from pylucid.nn.modules.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
+from pylucid.nn.modules.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
+from pylucid.nn.modules.fold import Fold, Unfold
+from pylucid.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from pylucid.nn.modules.linear import Flatten, Identity, Linear, Unflatten
 from pylucid.nn.modules.loss import (
     BCELoss,
@@ -27,8 +45,33 @@ from pylucid.nn.modules.loss import (
     SmoothL1Loss,
 )
 from pylucid.nn.modules.module import Module
-from pylucid.nn.modules.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
-from pylucid.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from pylucid.nn.modules.normalization import BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm
+from pylucid.nn.modules.padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
+from pylucid.nn.modules.pixelshuffle import PixelShuffle, PixelUnshuffle
+from pylucid.nn.modules.pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+)
 from pylucid.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from pylucid.nn.modules.sparse import Embedding
 from pylucid.nn.modules.transformer import (
@@ -38,14 +81,23 @@ from pylucid.nn.modules.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from pylucid.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
-    "ELU", "GELU", "GRU", "LSTM", "RNN", "AdaptiveAvgPool2d", "AvgPool2d", "BCELoss",
-    "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "CrossEntropyLoss",
-    "Dropout", "Embedding", "Flatten", "GRUCell", "Identity", "L1Loss", "LSTMCell", "LayerNorm",
-    "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "Module", "ModuleDict",
-    "ModuleList", "MultiheadAttention", "NLLLoss", "RNNBase", "RNNCell", "RNNCellBase", "ReLU",
-    "SiLU", "Sequential", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh",
-    "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
-    "TransformerEncoderLayer", "Unflatten",
+    "ELU", "GELU", "GLU", "GRU", "LSTM", "RNN", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+    "AvgPool1d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d",
+    "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d",
+    "ConstantPad3d", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "CrossEntropyLoss", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "Embedding",
+    "Flatten", "Fold", "GRUCell", "Hardsigmoid", "Hardswish", "Hardtanh", "Identity",
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "L1Loss", "LSTMCell", "LayerNorm",
+    "LeakyReLU", "Linear", "LogSigmoid", "LogSoftmax", "MSELoss", "MaxPool1d", "MaxPool2d",
+    "Mish", "Module", "ModuleDict", "ModuleList", "MultiheadAttention", "NLLLoss", "PReLU",
+    "ParameterDict", "ParameterList", "PixelShuffle", "PixelUnshuffle", "RMSNorm", "RNNBase",
+    "RNNCell", "RNNCellBase", "ReLU", "ReLU6", "ReflectionPad1d", "ReflectionPad2d",
+    "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "SiLU",
+    "Sequential", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Softsign", "Tanh",
+    "Tanhshrink", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+    "TransformerEncoder", "TransformerEncoderLayer", "Unflatten", "Unfold", "Upsample",
+    "UpsamplingBilinear2d", "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
 ]  # fmt: skip

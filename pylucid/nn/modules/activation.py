@@ -10,7 +10,7 @@ from typing import Any
 from pylucid.factories import empty, full, zeros
 from pylucid.nn import functional as F  # noqa: N812  (PyTorch's idiom)
 from pylucid.nn import init
-from pylucid.nn.modules.linear import Linear
+from pylucid.nn.modules.linear import NonDynamicallyQuantizableLinear
 from pylucid.nn.modules.module import Module
 from pylucid.nn.parameter import Parameter
 from pylucid.ops.shape import concatenate
@@ -19,16 +19,26 @@ from pylucid.tensor import Tensor
 __all__ = [
     "ELU",
     "GELU",
+    "GLU",
+    "Hardsigmoid",
+    "Hardswish",
+    "Hardtanh",
     "LeakyReLU",
+    "LogSigmoid",
     "LogSoftmax",
+    "Mish",
     "MultiheadAttention",
     "NonDynamicallyQuantizableLinear",
+    "PReLU",
     "ReLU",
+    "ReLU6",
     "SiLU",
     "Sigmoid",
     "Softmax",
     "Softplus",
+    "Softsign",
     "Tanh",
+    "Tanhshrink",
 ]
 
 
@@ -158,18 +168,136 @@ class LogSoftmax(Module):
         return f"dim={self.dim}"
 
 
+class Hardtanh(Module):
+    """``input`` clamped to ``[min_val, max_val]`` (:func:`pylucid.nn.functional.hardtanh`);
+    ``inplace`` is accepted and the result is a new tensor."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val ({min_val}) cannot be greater than max_val "
+                             f"({max_val})")  # fmt: skip
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.hardtanh(input, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        inplace = ", inplace=True" if self.inplace else ""
+        return f"min_val={self.min_val}, max_val={self.max_val}{inplace}"
+
+
+class ReLU6(Hardtanh):
+    """``min(max(input, 0), 6)``."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class _Elementwise(Module):
+    """An activation without hyperparameters: ``function`` of the input."""
+
+    function: Any
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return type(self).function(input)
+
+
+class _InPlaceElementwise(_Elementwise):
+    """An activation without hyperparameters that PyTorch can run in place: ``inplace`` is
+    accepted and the result is a new tensor."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+
+class Hardsigmoid(_InPlaceElementwise):
+    """``min(max(input + 3, 0), 6) / 6`` (:func:`pylucid.nn.functional.hardsigmoid`)."""
+
+    function = staticmethod(F.hardsigmoid)
+
+
+class Hardswish(_InPlaceElementwise):
+    """``input * min(max(input + 3, 0), 6) / 6``
+    (:func:`pylucid.nn.functional.hardswish`)."""
+
+    function = staticmethod(F.hardswish)
+
+
+class Mish(_InPlaceElementwise):
+    """``input * tanh(softplus(input))``."""
+
+    function = staticmethod(F.mish)
+
+
+class Softsign(_Elementwise):
+    """``input / (1 + |input|)``."""
+
+    function = staticmethod(F.softsign)
+
+
+class Tanhshrink(_Elementwise):
+    """``input - tanh(input)``."""
+
+    function = staticmethod(F.tanhshrink)
+
+
+class LogSigmoid(_Elementwise):
+    """``log(sigmoid(input))``, without overflow."""
+
+    function = staticmethod(F.logsigmoid)
+
+
+class GLU(Module):
+    """The gated linear unit ``a * sigmoid(b)`` of the halves of the input along ``dim``."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class PReLU(Module):
+    """``input`` where positive, ``weight * input`` elsewhere, with a learned ``weight`` of
+    ``num_parameters`` slopes (1, or one per channel), all ``init`` at first, as
+    ``torch.nn.PReLU`` (:func:`pylucid.nn.functional.prelu`)."""
+
+    def __init__(
+        self, num_parameters: int = 1, init: float = 0.25, device: str | None = None,
+        dtype: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        kind = {"device": device, **({"dtype": dtype} if dtype is not None else {})}
+        self.weight = Parameter(empty(num_parameters, **kind))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Every slope back to ``init``."""
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
 def _dim(module: str, dim: int | None, input: Tensor) -> int:  # noqa: A002
     """``dim``, or PyTorch's legacy choice when None (0 for 0-, 1- and 3-d inputs, else
     1)."""
     if dim is not None:
         return dim
     return 0 if input.ndim in (0, 1, 3) else 1
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """The :class:`~pylucid.nn.Linear` that :class:`MultiheadAttention` holds as
-    ``out_proj``, under PyTorch's class name (there a marker for its quantization tools;
-    here a plain ``Linear``), so that the two print alike."""
 
 
 _CAUSAL_HINT = (

@@ -1,6 +1,6 @@
-"""``Sequential``, ``ModuleList`` and ``ModuleDict``, as in ``torch.nn``: their entries are
-registered submodules named ``"0"``, ``"1"``, ... (or by key), so state-dict keys are
-PyTorch's (``"0.weight"``)."""
+"""``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList`` and ``ParameterDict``,
+as in ``torch.nn``: their entries are registered submodules (or parameters) named ``"0"``,
+``"1"``, ... (or by key), so state-dict keys are PyTorch's (``"0.weight"``, ``"0"``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pylucid.nn.modules.module import Module
+from pylucid.nn.parameter import Parameter
+from pylucid.tensor import Tensor
 
-__all__ = ["ModuleDict", "ModuleList", "Sequential"]
+__all__ = ["ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential"]
 
 
 def _index(container: str, index: int, size: int) -> int:
@@ -190,3 +192,172 @@ class ModuleDict(Module):
         pairs = modules.items() if isinstance(modules, (Mapping, ModuleDict)) else modules
         for key, module in pairs:
             self.add_module(key, module)
+
+
+def _as_parameter(value: Any) -> Any:
+    """A tensor that is not a Parameter becomes one (sharing its storage), as PyTorch's
+    parameter containers do; anything else is kept as it is."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+def _describe(value: Any) -> str:
+    """PyTorch's one-line description of a parameter container's entry."""
+    if isinstance(value, Tensor):
+        kind = "Parameter containing: " if isinstance(value, Parameter) else ""
+        size = "x".join(str(n) for n in value.shape)
+        device = "" if value.device == "cpu" else f" ({value.device})"
+        return f"{kind}[{value.dtype} of size {size}{device}]"
+    return f"Object of type: {type(value).__name__}"
+
+
+class _ParameterContainer(Module):
+    """What ``ParameterList`` and ``ParameterDict`` share: not callable, PyTorch's repr."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{type(self).__name__} should not be called.")
+
+    def _entries(self) -> Iterable[tuple[Any, Any]]:
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"  ({key}): {_describe(value)}" for key, value in self._entries())
+
+
+class ParameterList(_ParameterContainer):
+    """A list of parameters, registered as ``"0"``, ``"1"``, ...: a tensor that is not a
+    :class:`~pylucid.nn.Parameter` is made one; other objects are kept as plain
+    attributes, as in PyTorch."""
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    def _position(self, index: int) -> int:
+        return _index("ParameterList", index, self._size)
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return ParameterList([self[i] for i in range(self._size)[index]])
+        return getattr(self, str(self._position(index)))
+
+    def __setitem__(self, index: int, value: Any) -> None:
+        setattr(self, str(self._position(index)), _as_parameter(value))
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(self._size))
+
+    def __iadd__(self, values: Iterable[Any]) -> ParameterList:
+        return self.extend(values)
+
+    def append(self, value: Any) -> ParameterList:
+        """Add ``value`` at the end; return self."""
+        self._size += 1
+        self[self._size - 1] = value
+        return self
+
+    def extend(self, values: Iterable[Any]) -> ParameterList:
+        """Add each of ``values`` at the end; return self."""
+        if isinstance(values, Tensor) or not isinstance(values, Iterable):
+            raise TypeError(
+                f"ParameterList.extend should be called with an iterable, but got "
+                f"{type(values).__name__}"
+            )
+        for value in values:
+            self.append(value)
+        return self
+
+    def _entries(self) -> Iterable[tuple[Any, Any]]:
+        return enumerate(self)
+
+    def __dir__(self) -> list[str]:
+        return [name for name in super().__dir__() if not name.isdigit()]
+
+
+class ParameterDict(_ParameterContainer):
+    """A dict of parameters, registered under their keys, in insertion order: a tensor
+    that is not a :class:`~pylucid.nn.Parameter` is made one; other objects are kept as
+    plain attributes, as in PyTorch."""
+
+    def __init__(
+        self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None
+    ) -> None:
+        super().__init__()
+        self._keys: dict[str, None] = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict keys must be strings, got {type(key).__name__}")
+        self._keys[key] = None
+        setattr(self, key, _as_parameter(value))
+
+    def __delitem__(self, key: str) -> None:
+        del self._keys[key]
+        delattr(self, key)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def keys(self) -> Iterable[str]:
+        """The keys, in insertion order."""
+        return self._keys.keys()
+
+    def values(self) -> list[Any]:
+        """The entries, in insertion order."""
+        return [self[key] for key in self._keys]
+
+    def items(self) -> list[tuple[str, Any]]:
+        """``(key, entry)`` pairs, in insertion order."""
+        return [(key, self[key]) for key in self._keys]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The entry of ``key``, or ``default``."""
+        return self[key] if key in self._keys else default
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        """The entry of ``key``, set to ``default`` first if absent."""
+        if key not in self._keys:
+            self[key] = default
+        return self[key]
+
+    def pop(self, key: str) -> Any:
+        """Remove ``key`` and return its entry."""
+        value = self[key]
+        del self[key]
+        return value
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        for key in list(self._keys):
+            del self[key]
+
+    def update(self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
+        """Add (or replace) entries from a mapping (a ParameterDict too) or ``(key, value)``
+        pairs."""
+        pairs = (
+            parameters.items() if isinstance(parameters, (Mapping, ParameterDict)) else parameters
+        )
+        for key, value in pairs:
+            self[key] = value
+
+    def _entries(self) -> Iterable[tuple[Any, Any]]:
+        return self.items()

@@ -1,4 +1,5 @@
-"""``Linear``, ``Identity``, ``Flatten`` and ``Unflatten``, as in ``torch.nn``."""
+"""``Linear``, ``Identity``, ``Flatten`` and ``Unflatten``, as in ``torch.nn``; and
+``NonDynamicallyQuantizableLinear``, filed here as in ``torch.nn.modules.linear``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pylucid.nn.modules.module import Module
 from pylucid.nn.parameter import Parameter
 from pylucid.tensor import Tensor
 
-__all__ = ["Flatten", "Identity", "Linear", "Unflatten"]
+__all__ = ["Flatten", "Identity", "Linear", "NonDynamicallyQuantizableLinear", "Unflatten"]
 
 
 class Identity(Module):
@@ -76,6 +77,12 @@ class Linear(Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}"
         )
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """The :class:`Linear` that :class:`~pylucid.nn.MultiheadAttention` holds as
+    ``out_proj``, under PyTorch's class name (there a marker for its quantization tools;
+    here a plain ``Linear``), so that the two print alike."""
 
 
 class Flatten(Module):

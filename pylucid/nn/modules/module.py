@@ -1,9 +1,9 @@
 """``Module``: the base class of layers and models, as ``torch.nn.Module``.
 
-Assigning a :class:`~pylucid.nn.Parameter`, a module or (after :meth:`Module.register_buffer`)
-a tensor to an attribute registers it, so :meth:`Module.parameters`, :meth:`Module.state_dict`
-and :meth:`Module.to` find it, under PyTorch's key names (``"0.weight"``,
-``"bn.running_mean"``).
+Assigning a :class:`~pylucid.nn.Parameter`, a module, a :class:`~pylucid.nn.Buffer` or (after
+:meth:`Module.register_buffer`) a tensor to an attribute registers it, so
+:meth:`Module.parameters`, :meth:`Module.state_dict` and :meth:`Module.to` find it, under
+PyTorch's key names (``"0.weight"``, ``"bn.running_mean"``).
 
 What differs from PyTorch: no backward hooks on modules (tensor hooks exist:
 ``Tensor.register_hook``), no ``_extra_state``, and :meth:`Module.load_state_dict` refuses a
@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from pylucid.dtypes import DType, as_dtype
 from pylucid.graph.grad_mode import no_grad
 from pylucid.graph.node import RemovableHandle
-from pylucid.nn.parameter import Parameter
+from pylucid.nn.parameter import Buffer, Parameter
 from pylucid.ops.inplace import copy_, zero_
 from pylucid.tensor import Tensor
 
@@ -147,6 +147,11 @@ class Module:
                     f"{type(self).__name__} (a Module or None is expected)"
                 )
             self._modules[name] = None
+        elif isinstance(value, Buffer):
+            self._check_ready("buffers")
+            self.__dict__.pop(name, None)
+            self._forget(name, keep="_buffers")
+            self.register_buffer(name, value, persistent=value.persistent)
         elif "_buffers" in self.__dict__ and name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(

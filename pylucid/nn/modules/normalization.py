@@ -1,4 +1,4 @@
-"""``BatchNorm1d``, ``BatchNorm2d`` and ``LayerNorm``, as in ``torch.nn``."""
+"""``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm`` and ``RMSNorm``, as in ``torch.nn``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pylucid.nn.parameter import Parameter
 from pylucid.ops.inplace import add_
 from pylucid.tensor import Tensor
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "RMSNorm"]
 
 
 class _BatchNorm(Module):
@@ -127,4 +127,38 @@ class LayerNorm(Module):
         return (
             f"{self.normalized_shape}, eps={self.eps}, "
             f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}"
+        )
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the trailing ``normalized_shape``, with an
+    elementwise ``weight`` (ones) of that shape; ``eps`` None takes the input dtype's
+    machine epsilon. See :func:`pylucid.nn.functional.rms_norm`."""
+
+    def __init__(
+        self, normalized_shape: int | Sequence[int], eps: float | None = None,
+        elementwise_affine: bool = True, device: str | None = None, dtype: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        kind = {"device": device, **({"dtype": dtype} if dtype is not None else {})}
+        if elementwise_affine:
+            self.weight = Parameter(ones(*self.normalized_shape, **kind))
+        else:
+            self.register_parameter("weight", None)
+
+    def reset_parameters(self) -> None:
+        """The weight back to ones."""
+        if self.weight is not None:
+            with no_grad():
+                self.weight.fill_(1.0)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
         )

@@ -1,4 +1,5 @@
-"""``MaxPool2d``, ``AvgPool2d`` and ``AdaptiveAvgPool2d``, as in ``torch.nn``."""
+"""``MaxPool1d``, ``MaxPool2d``, ``AvgPool1d``, ``AvgPool2d``, ``AdaptiveAvgPool1d`` and
+``AdaptiveAvgPool2d``, as in ``torch.nn``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from pylucid.nn import functional as F  # noqa: N812  (PyTorch's idiom)
 from pylucid.nn.modules.module import Module
 from pylucid.tensor import Tensor
 
-__all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d"]
+__all__ = [
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "MaxPool1d",
+    "MaxPool2d",
+]
 
 
 class MaxPool2d(Module):
@@ -64,6 +72,56 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
         return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class MaxPool1d(MaxPool2d):
+    """The maximum over each window of ``(N, C, L)`` inputs
+    (:func:`pylucid.nn.functional.max_pool1d`)."""
+
+    def forward(self, input: Tensor) -> Any:  # noqa: A002
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode,
+                            return_indices=self.return_indices)  # fmt: skip
+
+
+def _single(value: Any) -> tuple[int, ...]:
+    return (value,) if isinstance(value, int) else tuple(value)
+
+
+class AvgPool1d(Module):
+    """The mean over each window of ``(N, C, L)`` inputs
+    (:func:`pylucid.nn.functional.avg_pool1d`)."""
+
+    def __init__(
+        self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(kernel_size if stride is None else stride)
+        self.padding, self.ceil_mode = _single(padding), ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool1d(Module):
+    """The mean over windows that divide ``(N, C, L)`` inputs into ``output_size``."""
+
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.adaptive_avg_pool1d(input, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
