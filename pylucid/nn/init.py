@@ -5,14 +5,25 @@ default generator (:func:`pylucid.manual_seed`).
 The draws are made in float64 and rounded once to the tensor's dtype. They are not
 PyTorch's random numbers (another generator): to start from PyTorch's weights, load its
 ``state_dict``.
+
+PyTorch's deprecated names without the trailing underscore (``constant``, ``uniform``,
+``normal``, ``eye``, ``dirac``, ``xavier_*``, ``kaiming_*``, ``orthogonal``) call the
+functions with a FutureWarning, as PyTorch's.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 
 from pylucid.dtypes import float64
-from pylucid.factories import eye, from_numpy, full, rand, randn
+from pylucid.factories import eye as _eye
+from pylucid.factories import from_numpy, full, rand, randn
 from pylucid.generator import Generator
 from pylucid.graph.grad_mode import no_grad
 from pylucid.ops.inplace import copy_
@@ -20,15 +31,27 @@ from pylucid.tensor import Tensor
 
 __all__ = [
     "calculate_gain",
+    "constant",
     "constant_",
+    "dirac",
+    "dirac_",
+    "eye",
     "eye_",
+    "kaiming_normal",
     "kaiming_normal_",
+    "kaiming_uniform",
     "kaiming_uniform_",
+    "normal",
     "normal_",
     "ones_",
+    "orthogonal",
+    "orthogonal_",
     "trunc_normal_",
+    "uniform",
     "uniform_",
+    "xavier_normal",
     "xavier_normal_",
+    "xavier_uniform",
     "xavier_uniform_",
     "zeros_",
 ]
@@ -152,7 +175,7 @@ def eye_(tensor: Tensor) -> Tensor:
     if not isinstance(tensor, Tensor) or tensor.ndim != 2:
         raise ValueError("eye_: expected a 2-d tensor")
     rows, columns = tensor.shape
-    return _fill("eye_", tensor, eye(rows, columns, dtype=tensor.dtype, device=tensor.device))
+    return _fill("eye_", tensor, _eye(rows, columns, dtype=tensor.dtype, device=tensor.device))
 
 
 def xavier_uniform_(
@@ -190,3 +213,84 @@ def kaiming_normal_(
     fan = _fan("kaiming_normal_", tensor, mode)
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0
     return normal_(tensor, 0.0, std, generator)
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """Fill a 3-, 4- or 5-d convolution weight ``(out, in, *kernel)`` with the Dirac delta:
+    a 1 at the kernel's centre (``k // 2`` on each axis) linking output channel ``d`` of
+    each of the ``groups`` to input channel ``d``, zeros elsewhere, so that the convolution
+    keeps as many input channels as it can unchanged."""
+    if not isinstance(tensor, Tensor) or tensor.ndim not in (3, 4, 5):
+        shape = getattr(tensor, "shape", type(tensor).__name__)
+        raise ValueError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, "
+                         f"got {shape}")  # fmt: skip
+    out_channels = tensor.shape[0]
+    if (
+        isinstance(groups, bool)
+        or not isinstance(groups, int)
+        or groups < 1
+        or (out_channels % groups)
+    ):
+        raise ValueError(f"dirac_: dim 0 ({out_channels}) must be divisible by groups "
+                         f"({groups!r})")  # fmt: skip
+    per_group = out_channels // groups
+    values = np.zeros(tensor.shape)
+    centre = tuple(k // 2 for k in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, tensor.shape[1])):
+            values[(g * per_group + d, d, *centre)] = 1.0
+    return _fill("dirac_", tensor, from_numpy(values).to(tensor.device))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
+    """Fill with a (semi-)orthogonal matrix times ``gain``: the tensor flattened to
+    ``(rows, numel / rows)`` has orthonormal rows or columns (whichever are fewer), the Q of
+    the QR decomposition of a standard normal draw with its signs fixed by R's diagonal
+    (Saxe et al.), as PyTorch's."""
+    _floating("orthogonal_", tensor)
+    if tensor.ndim < 2:
+        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, "
+                         f"got shape {tensor.shape}")  # fmt: skip
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    columns = tensor.numel() // rows
+    draws = randn(rows, columns, generator=generator, dtype=float64).numpy()
+    if rows < columns:
+        draws = draws.T
+    q, r = np.linalg.qr(draws)
+    q = q * np.sign(np.diag(r))
+    if rows < columns:
+        q = q.T
+    values = q.reshape(tensor.shape) * gain
+    return _fill("orthogonal_", tensor, from_numpy(np.ascontiguousarray(values)).to(tensor.device))
+
+
+def _deprecated(function: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """PyTorch's deprecated name (without the trailing underscore) of ``function``."""
+    old = function.__name__[:-1]
+
+    @functools.wraps(function)
+    def deprecated(*args: Any, **kwargs: Any) -> Tensor:
+        warnings.warn(
+            f"`nn.init.{old}` is now deprecated in favor of `nn.init.{function.__name__}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return function(*args, **kwargs)
+
+    deprecated.__name__ = deprecated.__qualname__ = old
+    deprecated.__doc__ = f"Deprecated: :func:`{function.__name__}`, with a FutureWarning."
+    return deprecated
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
