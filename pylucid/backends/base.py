@@ -530,6 +530,13 @@ class Backend(Protocol):
     ) -> tuple[Storage, Storage]:  # fmt: skip
         """Adagrad at the decayed learning rate ``clr``."""
 
+    def adadelta_update(
+        self, p: Storage, g: Storage, square_avg: Storage, acc_delta: Storage, lr: float,
+        rho: float, eps: float, weight_decay: float, maximize: bool,
+    ) -> tuple[Storage, Storage, Storage]:  # fmt: skip
+        """Adadelta: ``square_avg`` and ``acc_delta`` the running averages of the squared
+        gradients and updates."""
+
     def norms(self, arrays: list[Storage], order: float, dtype: DType) -> Storage:
         """The ``order``-norm of each array's elements (``torch.linalg.vector_norm``: inf,
         -inf, 0, 1, 2 or any p), as a 1-d array of ``dtype`` (all arrays of ``dtype``)."""

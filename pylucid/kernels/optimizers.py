@@ -33,7 +33,7 @@ from numba.extending import register_jitable
 from pylucid.kernels.jit import njit
 from pylucid.kernels.parallel import parallel_threshold
 
-__all__ = ["ADAGRAD", "ADAM", "RMSPROP", "SGD", "UpdateKernel"]
+__all__ = ["ADADELTA", "ADAGRAD", "ADAM", "RMSPROP", "SGD", "UpdateKernel"]
 
 _JIT = {"cache": True, "error_model": "numpy", "nogil": True}
 
@@ -143,6 +143,28 @@ def _adagrad(threaded, l2):
     return loop
 
 
+def _adadelta(threaded, l2):
+    """Adadelta: ``s = rho s + (1 - rho) g g``,
+    ``d = sqrt(a + eps) / sqrt(s + eps) g``, ``a = rho a + (1 - rho) d d``,
+    ``p = p - lr d``."""
+
+    def loop(param, grad, square_avg, acc_delta, sign, neg_lr, rho, one_minus_rho, eps,
+             weight_decay):  # fmt: skip
+        threaded  # noqa: B018
+        for i in numba.prange(param.size):
+            g = sign * grad[i]
+            if l2:
+                g = g + weight_decay * param[i]
+            s = square_avg[i] * rho + one_minus_rho * g * g
+            square_avg[i] = s
+            a = acc_delta[i]
+            delta = math.sqrt(a + eps) / math.sqrt(s + eps) * g
+            acc_delta[i] = a * rho + one_minus_rho * delta * delta
+            param[i] = param[i] + neg_lr * delta
+
+    return loop
+
+
 class UpdateKernel:
     """A fused update: its loops, compiled per combination of choices when first used.
 
@@ -180,3 +202,4 @@ SGD = UpdateKernel(_sgd, "memory")
 ADAM = UpdateKernel(_adam, "transcendental")  # (sqrt and a division per element)
 RMSPROP = UpdateKernel(_rmsprop, "transcendental")
 ADAGRAD = UpdateKernel(_adagrad, "transcendental")
+ADADELTA = UpdateKernel(_adadelta, "transcendental")

@@ -19,6 +19,7 @@ from pylucid.ops import views
 from pylucid.tensor import Tensor
 
 __all__ = [
+    "adadelta_update_",
     "adagrad_update_",
     "adam_update_",
     "clip_grads_by_norm_",
@@ -204,6 +205,29 @@ def adagrad_update_(
         param._storage, grad._storage, state_sum._storage, clr, eps, weight_decay, maximize
     )
     _commit((param, state_sum), storages)
+
+
+def adadelta_update_(
+    param: Tensor,
+    grad: Tensor,
+    square_avg: Tensor,
+    acc_delta: Tensor,
+    *,
+    lr: float,
+    rho: float,
+    eps: float,
+    weight_decay: float = 0.0,
+    maximize: bool = False,
+) -> None:
+    r"""One Adadelta step in place: :math:`s \leftarrow \rho s + (1 - \rho) g^2`,
+    :math:`\Delta = \frac{\sqrt{a + \epsilon}}{\sqrt{s + \epsilon}} g`,
+    :math:`a \leftarrow \rho a + (1 - \rho) \Delta^2`, :math:`p \leftarrow p - \eta \Delta`."""
+    _check("adadelta_update_", param, grad, {"square_avg": square_avg, "acc_delta": acc_delta})
+    storages = param._backend.adadelta_update(
+        param._storage, grad._storage, square_avg._storage, acc_delta._storage, lr, rho, eps,
+        weight_decay, maximize,
+    )  # fmt: skip
+    _commit((param, square_avg, acc_delta), storages)
 
 
 def refuse_nonfinite_norm(value: float, norm_type: float) -> None:

@@ -116,6 +116,22 @@ class MLXOptimizers:
         step = mx.divide(mx.multiply(-clr, g32, stream=s), std, stream=s)
         return self._results(p, mx.add(p32, step, stream=s), total)
 
+    def adadelta_update(self, p, g, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+        mx = self.mx
+        s, (p32, g32, sq, acc) = self._update_operands(p, p, g, square_avg, acc_delta)
+        g32 = self._decayed_grad(p32, g32, weight_decay, maximize, s)
+        sq = mx.add(mx.multiply(sq, rho, stream=s),
+                    mx.multiply(mx.multiply(1 - rho, g32, stream=s), g32, stream=s),
+                    stream=s)  # fmt: skip
+        ratio = mx.divide(mx.sqrt(mx.add(acc, eps, stream=s), stream=s),
+                          mx.sqrt(mx.add(sq, eps, stream=s), stream=s), stream=s)  # fmt: skip
+        delta = mx.multiply(ratio, g32, stream=s)
+        acc = mx.add(mx.multiply(acc, rho, stream=s),
+                     mx.multiply(mx.multiply(1 - rho, delta, stream=s), delta, stream=s),
+                     stream=s)  # fmt: skip
+        new_p = mx.add(p32, mx.multiply(-lr, delta, stream=s), stream=s)
+        return self._results(p, new_p, sq, acc)
+
     def norms(self, arrays, order, dtype):
         mx, s = self.mx, self._stream(dtype)
         compute = mx.float32 if dtype.is_half else self._mx_dtype(dtype)

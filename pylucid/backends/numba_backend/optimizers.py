@@ -98,6 +98,11 @@ class NumbaOptimizers:
         scalars = (-1.0 if maximize else 1.0, -clr, eps, weight_decay)
         return _run(kernels.ADAGRAD, (weight_decay != 0,), p, g, (state_sum,), scalars)
 
+    def adadelta_update(self, p, g, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+        scalars = (-1.0 if maximize else 1.0, -lr, rho, 1 - rho, eps, weight_decay)
+        states = (square_avg, acc_delta)
+        return _run(kernels.ADADELTA, (weight_decay != 0,), p, g, states, scalars)
+
     def norms(self, arrays, order, dtype):
         compute = np.float32 if dtype.is_half else dtype.numpy
         values = np.empty(len(arrays), compute)
