@@ -12,6 +12,7 @@ A batch of a :class:`TensorDataset` is gathered with one index op per tensor (it
 (``num_workers=0``).
 """
 
+from pylucid.utils.data import distributed
 from pylucid.utils.data.collate import default_collate, default_convert
 from pylucid.utils.data.dataloader import DataLoader, get_worker_info
 from pylucid.utils.data.dataset import (
@@ -52,6 +53,7 @@ __all__ = [
     "WeightedRandomSampler",
     "default_collate",
     "default_convert",
+    "distributed",
     "get_worker_info",
     "random_split",
 ]
