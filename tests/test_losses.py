@@ -268,5 +268,8 @@ def test_pair_losses_refuse_mismatched_shapes(device):
         F.l1_loss(a, a, reduction="avg")
 
 
-def test_activations_are_the_ops():
-    assert F.relu is pl.relu and F.softmax is pl.softmax and F.gelu is pl.gelu
+def test_activations_are_the_ops_under_torchs_parameter_names():
+    x = pl.tensor([[-1.0, 0.5, 2.0]])
+    assert F.relu(input=x).tolist() == pl.relu(x).tolist()
+    assert F.softmax(x, dim=1).tolist() == pl.softmax(x, dim=1).tolist()
+    assert F.gelu(input=x, approximate="tanh").tolist() == pl.gelu(x, "tanh").tolist()

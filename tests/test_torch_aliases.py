@@ -340,3 +340,35 @@ def test_random_fill_of_integers_and_detach_() -> None:
     assert set(x.tolist()) == {3, 4, 5, 6}
     y = pl.ones(2, requires_grad=True) * 2
     assert y.detach_() is y and not y.requires_grad and y.grad_fn is None
+
+
+@pytest.mark.parametrize(
+    "name", ["relu", "silu", "elu", "leaky_relu", "hardtanh", "relu6", "hardsigmoid",
+             "hardswish", "mish"],  # fmt: skip
+)
+def test_inplace_true_changes_the_input_as_torchs_does(
+    name: str, device: str, rng: np.random.Generator, torch: ModuleType
+) -> None:
+    """F.<act>(x, inplace=True) whose result is ignored: the program reads x afterwards, so
+    x must hold the activation (a new tensor would leave it silently unchanged), and the
+    gradient flows through it, as in PyTorch."""
+    values = rng.uniform(-5, 5, size=(3, 4))
+    results = []
+    for lib, make in ((pl, lambda v: pl.tensor(v, device=device, requires_grad=True)),
+                      (torch, lambda v: torch.tensor(v, requires_grad=True))):  # fmt: skip
+        leaf = make(values)
+        hidden = leaf * 2
+        getattr(lib.nn.functional, name)(hidden, inplace=True)
+        (hidden * hidden).sum().backward()
+        results.append((hidden.detach().numpy(), leaf.grad.numpy()))
+    (ours, our_grad), (theirs, their_grad) = results
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+    # (PyTorch's float64 hardsigmoid gradient multiplies by float32(1/6): 1e-8 off g/6)
+    rtol = 1e-7 if name == "hardsigmoid" else 1e-12
+    np.testing.assert_allclose(our_grad, their_grad, rtol=rtol, atol=rtol)
+    module = {"relu": "ReLU", "hardswish": "Hardswish", "leaky_relu": "LeakyReLU"}.get(name)
+    if module is not None:
+        x = pl.tensor(values, device=device)
+        expected = getattr(pl.nn.functional, name)(x).numpy().copy()
+        getattr(pl.nn, module)(inplace=True)(x)
+        np.testing.assert_array_equal(x.numpy(), expected)

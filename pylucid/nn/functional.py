@@ -11,7 +11,9 @@ gradients are those of the ops. The transposed and 3-d convolutions, the 1-d poo
 (:mod:`pylucid.nn.convolutions`, :mod:`pylucid.nn.resampling`).
 
 Every function takes PyTorch's keyword names (``F.gelu(input=x)``). ``inplace=True``
-(activations, dropouts) is accepted and the result is a new tensor: use the returned value.
+(activations, dropouts) writes the result into the input, as PyTorch's (an in-place op:
+:func:`pylucid.ops.inplace.in_place`), so a program that reads the input afterwards sees
+what it sees in PyTorch.
 
 Not supported (yet): ``weight=`` of the classification losses and the deprecated
 ``size_average=`` / ``reduce=``.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,6 +54,7 @@ from pylucid.ops import softplus as _softplus
 from pylucid.ops import tanh as _tanh
 from pylucid.ops.convolution import conv1d, conv2d
 from pylucid.ops.gathering import checked_indices, index_select
+from pylucid.ops.inplace import in_place
 from pylucid.ops.losses import check_options, checked_target_count
 from pylucid.ops.losses import cross_entropy as _cross_entropy_indices
 from pylucid.ops.normalization import batch_norm, layer_norm
@@ -330,17 +333,18 @@ def dropout(
     """Zero each element with probability ``p`` and scale the others by ``1 / (1 - p)``
     (the expectation is kept), drawing from the generator of :func:`pylucid.manual_seed`;
     the identity when not ``training`` or ``p = 0``, zeros for ``p = 1``. The gradient is
-    the same mask times ``g``. ``inplace`` is accepted for PyTorch's signature; the result
-    is always a new tensor (an in-place change would need the mask saved anyway)."""
+    the same mask times ``g``. With ``inplace`` the result is written into ``input``."""
     require_tensor("dropout", "input", input)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        return input * 0.0
+        return _maybe_in_place("dropout", input, inplace, lambda: input * 0.0)
     keep = rand(*input.shape, dtype=input.dtype, device=input.device) >= p
-    return where(keep, input / (1.0 - p), 0.0)
+    return _maybe_in_place(
+        "dropout", input, inplace, lambda: where(keep, input / (1.0 - p), 0.0)
+    )
 
 
 def _constant_mask(like: Tensor, values: np.ndarray) -> Tensor:
@@ -492,12 +496,27 @@ def _grouped_heads(op: str, query: Tensor, x: Tensor) -> Tensor:
 
 
 # -- activations -----------------------------------------------------------------------------
+def _maybe_in_place(
+    op: str,
+    input: Tensor,  # noqa: A002
+    inplace: bool,
+    compute: Callable[[], Tensor],
+) -> Tensor:
+    """``compute()``, or, with PyTorch's ``inplace=True``, ``compute()`` written into
+    ``input`` (which is returned): a program may ignore the result and read ``input``."""
+    if not inplace:
+        return compute()
+    require_tensor(op, "input", input)
+    return in_place(f"{op}_", input, compute)
+
+
+
 # PyTorch's signatures over the ops (whose first parameter is ``x``), so that PyTorch's
 # keywords (``input=``, ``dim=``, ``inplace=``) work; a positional call costs one more
 # Python call.
 def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
-    """``max(input, 0)`` (:func:`pylucid.relu`); ``inplace`` is accepted, the result is new."""
-    return _relu(input)
+    """``max(input, 0)`` (:func:`pylucid.relu`), into ``input`` itself with ``inplace``."""
+    return _maybe_in_place("relu", input, inplace, lambda: _relu(input))
 
 
 def sigmoid(input: Tensor) -> Tensor:  # noqa: A002
@@ -511,8 +530,9 @@ def tanh(input: Tensor) -> Tensor:  # noqa: A002
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
-    """``input * sigmoid(input)`` (:func:`pylucid.ops.silu`); ``inplace`` is accepted."""
-    return _silu(input)
+    """``input * sigmoid(input)`` (:func:`pylucid.ops.silu`), into ``input`` with
+    ``inplace``."""
+    return _maybe_in_place("silu", input, inplace, lambda: _silu(input))
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
@@ -522,8 +542,8 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
     """``input`` where positive, ``alpha (exp(input) - 1)`` elsewhere
-    (:func:`pylucid.ops.elu`); ``inplace`` is accepted."""
-    return _elu(input, alpha)
+    (:func:`pylucid.ops.elu`), into ``input`` with ``inplace``."""
+    return _maybe_in_place("elu", input, inplace, lambda: _elu(input, alpha))
 
 
 def leaky_relu(
@@ -532,8 +552,10 @@ def leaky_relu(
     inplace: bool = False,
 ) -> Tensor:
     """``input`` where positive, ``negative_slope * input`` elsewhere
-    (:func:`pylucid.ops.leaky_relu`); ``inplace`` is accepted."""
-    return _leaky_relu(input, negative_slope)
+    (:func:`pylucid.ops.leaky_relu`), into ``input`` with ``inplace``."""
+    return _maybe_in_place(
+        "leaky_relu", input, inplace, lambda: _leaky_relu(input, negative_slope)
+    )
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002
@@ -595,38 +617,48 @@ def hardtanh(
     inplace: bool = False,
 ) -> Tensor:
     """``input`` clamped to ``[min_val, max_val]``, with gradient only strictly inside (as
-    ``torch.nn.functional.hardtanh``); ``inplace`` is accepted."""
+    ``torch.nn.functional.hardtanh``), into ``input`` with ``inplace``."""
     require_tensor("hardtanh", "input", input)
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val "
                          f"({max_val})")  # fmt: skip
-    return _bounded(input, min_val, max_val, input)
+    return _maybe_in_place(
+        "hardtanh", input, inplace, lambda: _bounded(input, min_val, max_val, input)
+    )
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
     """``min(max(input, 0), 6)``: :func:`hardtanh` from 0 to 6."""
-    return hardtanh(input, 0.0, 6.0)
+    return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
     """``min(max(input + 3, 0), 6) / 6``, gradient ``1/6`` strictly between -3 and 3."""
     require_tensor("hardsigmoid", "input", input)
-    shifted = input + 3.0
-    return _bounded(shifted, 0.0, 6.0, shifted) / 6.0
+
+    def compute() -> Tensor:
+        shifted = input + 3.0
+        return _bounded(shifted, 0.0, 6.0, shifted) / 6.0
+
+    return _maybe_in_place("hardsigmoid", input, inplace, compute)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
     """``input * min(max(input + 3, 0), 6) / 6``; the gradient is ``input / 3 + 1/2``
     strictly between -3 and 3, 0 at and below -3, 1 at and above 3, as PyTorch's."""
     require_tensor("hardswish", "input", input)
-    inside = (input > -3.0) & (input < 3.0)
-    outer = clamp(input.detach() + 3.0, 0.0, 6.0)  # (0 or 6 there: a gradient of 0 or 1)
-    return where(inside, input * (input + 3.0), input * outer) / 6.0
+
+    def compute() -> Tensor:
+        inside = (input > -3.0) & (input < 3.0)
+        outer = clamp(input.detach() + 3.0, 0.0, 6.0)  # (0 or 6: a gradient of 0 or 1)
+        return where(inside, input * (input + 3.0), input * outer) / 6.0
+
+    return _maybe_in_place("hardswish", input, inplace, compute)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
-    """``input * tanh(softplus(input))``."""
-    return input * _tanh(_softplus(input))
+    """``input * tanh(softplus(input))``, into ``input`` with ``inplace``."""
+    return _maybe_in_place("mish", input, inplace, lambda: input * _tanh(_softplus(input)))
 
 
 def softsign(input: Tensor) -> Tensor:  # noqa: A002
@@ -835,6 +867,14 @@ def _feature_dropout(input: Tensor, p: float, training: bool) -> Tensor:  # noqa
     return where(keep, input / (1.0 - p), 0.0)
 
 
+def _channels(input: Tensor, p: float, training: bool, unbatched: int) -> Tensor:  # noqa: A002
+    """:func:`_feature_dropout` of ``input``, taken as one batch when it has ``unbatched``
+    dimensions."""
+    if input.ndim == unbatched:
+        return _feature_dropout(input.reshape(1, *input.shape), p, training).reshape(input.shape)
+    return _feature_dropout(input, p, training)
+
+
 def _check_p(op: str, input: Tensor, p: float) -> None:  # noqa: A002
     require_tensor(op, "input", input)
     if not 0.0 <= p <= 1.0:
@@ -849,13 +889,11 @@ def dropout1d(
 ) -> Tensor:
     """Zero whole channels of ``(N, C, L)`` (or ``(C, L)``) ``input`` with probability
     ``p``, scaling the others by ``1 / (1 - p)``, as ``torch.nn.functional.dropout1d``
-    (drawn from :func:`pylucid.manual_seed`'s generator); ``inplace`` is accepted."""
+    (drawn from :func:`pylucid.manual_seed`'s generator); into ``input`` with ``inplace``."""
     _check_p("dropout1d", input, p)
     if input.ndim not in (2, 3):
         raise ValueError(f"dropout1d: expected a 2-d or 3-d input, got shape {input.shape}")
-    if input.ndim == 2:
-        return _feature_dropout(input.reshape(1, *input.shape), p, training).reshape(input.shape)
-    return _feature_dropout(input, p, training)
+    return _maybe_in_place("dropout1d", input, inplace, lambda: _channels(input, p, training, 2))
 
 
 def dropout2d(
@@ -867,7 +905,7 @@ def dropout2d(
     """Zero whole channels of ``(N, C, H, W)`` ``input`` with probability ``p``, scaling the
     others by ``1 / (1 - p)``, as ``torch.nn.functional.dropout2d``. As PyTorch's, a 3-d
     input is taken as ``(N, C, L)`` (channel-wise 1-d dropout) with a warning, and other
-    ranks warn too; ``inplace`` is accepted."""
+    ranks warn too; into ``input`` with ``inplace``."""
     _check_p("dropout2d", input, p)
     if input.ndim not in (3, 4):
         warnings.warn(
@@ -883,7 +921,9 @@ def dropout2d(
             UserWarning,
             stacklevel=2,
         )
-    return _feature_dropout(input, p, training)
+    return _maybe_in_place(
+        "dropout2d", input, inplace, lambda: _feature_dropout(input, p, training)
+    )
 
 
 def dropout3d(
@@ -894,7 +934,7 @@ def dropout3d(
 ) -> Tensor:
     """Zero whole channels of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``) ``input`` with
     probability ``p``, as ``torch.nn.functional.dropout3d`` (other ranks warn, as
-    PyTorch's); ``inplace`` is accepted."""
+    PyTorch's); into ``input`` with ``inplace``."""
     _check_p("dropout3d", input, p)
     if input.ndim not in (4, 5):
         warnings.warn(
@@ -903,9 +943,7 @@ def dropout3d(
             UserWarning,
             stacklevel=2,
         )
-    if input.ndim == 4:
-        return _feature_dropout(input.reshape(1, *input.shape), p, training).reshape(input.shape)
-    return _feature_dropout(input, p, training)
+    return _maybe_in_place("dropout3d", input, inplace, lambda: _channels(input, p, training, 4))
 
 
 # -- 1-d pools -------------------------------------------------------------------------------

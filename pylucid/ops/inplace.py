@@ -57,6 +57,7 @@ from pylucid.tensor import Tensor
 
 __all__ = [
     "add_",
+    "in_place",
     "clamp_",
     "copy_",
     "div_",
@@ -331,6 +332,14 @@ def _assign(x: Tensor, index: object, value: TensorLike) -> None:
     """``x[index] = value`` in place; see :func:`pylucid.setitem` (its out-of-place twin: the
     gradient of ``value`` is the indexed gradient, the overwritten old values get none)."""
     _commit("__setitem__", x, lambda: setitem(x, index, value))
+
+
+def in_place(op: str, x: Tensor, compute: Callable[[], Tensor]) -> Tensor:
+    """Make ``compute()`` (an out-of-place function of ``x``) ``x``'s value in place and
+    return ``x``, with the checks and history of every in-place op (see the module): what
+    ``inplace=True`` of PyTorch's functional layers means, the caller being free to ignore
+    the result and read ``x``."""
+    return _commit(op, x, compute)
 
 
 def _in_place_twin(name: str, twin: Callable[..., Tensor]) -> Callable[..., Tensor]:

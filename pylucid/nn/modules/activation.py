@@ -43,14 +43,14 @@ __all__ = [
 
 
 class ReLU(Module):
-    """``max(x, 0)``; ``inplace`` is accepted and the result is a new tensor."""
+    """``max(x, 0)``; with ``inplace`` written into the input, as PyTorch's."""
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.relu(input)
+        return F.relu(input, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -78,7 +78,7 @@ class SiLU(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.silu(input)
+        return F.silu(input, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -106,7 +106,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -120,7 +120,7 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.elu(input, self.alpha)
+        return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -170,7 +170,7 @@ class LogSoftmax(Module):
 
 class Hardtanh(Module):
     """``input`` clamped to ``[min_val, max_val]`` (:func:`pylucid.nn.functional.hardtanh`);
-    ``inplace`` is accepted and the result is a new tensor."""
+    with ``inplace`` written into the input, as PyTorch's."""
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -180,7 +180,7 @@ class Hardtanh(Module):
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.hardtanh(input, self.min_val, self.max_val)
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
         inplace = ", inplace=True" if self.inplace else ""
@@ -207,12 +207,15 @@ class _Elementwise(Module):
 
 
 class _InPlaceElementwise(_Elementwise):
-    """An activation without hyperparameters that PyTorch can run in place: ``inplace`` is
-    accepted and the result is a new tensor."""
+    """An activation without hyperparameters that PyTorch can run in place: with
+    ``inplace`` the result is written into the input."""
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return type(self).function(input, self.inplace)
 
 
 class Hardsigmoid(_InPlaceElementwise):
