@@ -12,7 +12,15 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the chosen job."""
     parser = argparse.ArgumentParser(prog="python -m pylucid", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="fit a model with a loss in bits, then gradcheck every op")
+    from pylucid import demo
+
+    commands.add_parser(
+        "demo",
+        help="train small models on every backend, then gradcheck every op (the main job)",
+        description=demo.DESCRIPTION,
+        epilog=demo.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     from pylucid.bench import cli as bench_cli
 
     bench_parser = commands.add_parser(
@@ -27,8 +35,6 @@ def main(argv: list[str] | None = None) -> int:
     docs_parser.add_argument("--check", action="store_true", help="fail if either is stale")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from pylucid import demo
-
         return demo.main()
     if args.command == "bench":
         return bench_cli.main(args)

@@ -7,24 +7,338 @@
    the CNN's checkpoint (model, optimizer and scheduler) saved with ``pylucid.save`` and
    reloaded into a fresh model, which scores the same; the MLP once more in float16 under
    autocast with a GradScaler;
-3. a gradcheck of every op against float64 finite differences.
+3. a gradcheck of every op against float64 finite differences, at the first input shapes
+   of its record (:func:`gradcheck_cases`; the test suite checks every shape).
 
-Every phase longer than a second shows a progress bar (tqdm).
+The first run compiles the kernels it uses with Numba (into Numba's cache: later runs load
+them), which takes most of its time. The console says so while it happens and is never
+silent for long (:class:`Console`), and a progress bar estimates the time left from its
+recent steps (:class:`StepTimes`), not from a first step that spent seconds compiling.
 """
 
 from __future__ import annotations
 
+import statistics
+import sys
+import threading
 import time
+from collections import deque
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TextIO
 
 import numpy as np
+from numba.core import event
 from tqdm import tqdm
 
 import pylucid as pl
-from pylucid.opinfo import OPS
+from pylucid.opinfo import OPS, OpInfo
 
 IMAGE = 12
 CLASSES = ("horizontal bar", "vertical bar", "diagonal", "box")
+#: The training's minibatch size, also the evaluation's (see :func:`accuracy`).
+BATCH = 32
+#: Where the demo writes, relative to the working directory.
+OUT_DIR = Path("demo-output")
+#: What the console says while Numba compiles.
+COMPILING = "compiling kernels, first run only"
+
+#: ``python -m pylucid demo --help``: what the demo does, how long it takes, where it writes.
+DESCRIPTION = """\
+The main job, on every available backend (cpu: Numba; gpu: MLX where installed):
+fit a logistic regression whose loss is a cross-entropy in bits; train an MLP and
+a CNN (pylucid.nn, AdamW, a cosine schedule, gradient clipping) on a built-in
+image task, save the CNN's checkpoint and reload it into a fresh model, and train
+the MLP again in float16 under autocast; then gradcheck every op against float64
+finite differences, at one input shape each (the test suite checks every shape).
+Exits 1 if a gradcheck fails."""
+EPILOG = f"""\
+time:
+  The first run compiles some 175 kernels with Numba, about 20 s of work on an
+  idle machine, and says "{COMPILING}" meanwhile. Numba caches
+  them (in NUMBA_CACHE_DIR, else in __pycache__ beside pylucid's sources), so
+  later runs take about 6 s.
+
+writes, into {OUT_DIR}/ in the working directory:
+  cnn-cpu.safetensors, cnn-gpu.safetensors   the CNN's checkpoint on each backend
+                                             (model, optimizer and scheduler)
+  cnn-graph.svg                              the graph of the CNN's loss, drawn by
+                                             Graphviz; without Graphviz, its
+                                             source cnn-graph.dot
+"""
+
+
+class CompileWatch(event.Listener):
+    """Numba's compilations as they happen, from its ``numba:compile`` events (a kernel
+    loaded from the cache is no compilation). A compile inside another (of a kernel's
+    callee) is part of the outer one.
+
+    Use it as a context manager, which registers it with Numba and unregisters it.
+
+    Parameters
+    ----------
+    clock : callable
+        Seconds, monotonic.
+
+    Attributes
+    ----------
+    count : int
+        The compilations finished so far.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self.count = 0
+        self._finished_s = 0.0
+        self._depth = 0
+        self._started = 0.0
+
+    def on_start(self, ev: event.Event) -> None:
+        """A compilation starts (Numba calls this)."""
+        if self._depth == 0:
+            self._started = self._clock()
+        self._depth += 1
+
+    def on_end(self, ev: event.Event) -> None:
+        """A compilation ends, done or failed (Numba calls this)."""
+        self._depth -= 1
+        if self._depth == 0:
+            self.count += 1
+            self._finished_s += self._clock() - self._started
+
+    @property
+    def compiling(self) -> bool:
+        """Whether a compilation is under way."""
+        return self._depth > 0
+
+    def seconds(self) -> float:
+        """The time spent compiling so far, the compilation under way included."""
+        running = self._clock() - self._started if self._depth else 0.0
+        return self._finished_s + running
+
+    def __enter__(self) -> CompileWatch:
+        event.register("numba:compile", self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        event.unregister("numba:compile", self)
+
+
+class StepTimes:
+    """The rate a progress bar shows: the median of the last ``window`` steps' durations, once
+    ``settle`` steps are done. One slow step - the first, while kernels compile - is then
+    never extrapolated over the rest of the bar, and a phase whose every step compiles (the
+    gradchecks of a first run) is estimated from steps that compiled.
+
+    Parameters
+    ----------
+    clock : callable
+        Seconds, monotonic; read at construction (the first step's start) and at each step.
+    window, settle : int
+        How many recent steps the median takes; how many steps give the first estimate.
+    """
+
+    def __init__(
+        self, clock: Callable[[], float], window: int = 16, settle: int = 3
+    ) -> None:  # fmt: skip
+        self._clock = clock
+        self._last = clock()
+        self._durations: deque[float] = deque(maxlen=window)
+        self._settle = settle
+        self._steps = 0
+
+    def step(self) -> None:
+        """A step is done."""
+        now = self._clock()
+        self._durations.append(now - self._last)
+        self._last = now
+        self._steps += 1
+
+    def rate(self) -> float:
+        """Steps per second; 0 (shown as ``?``) until ``settle`` steps are done."""
+        if self._steps < self._settle:
+            return 0.0
+        return 1.0 / max(statistics.median(self._durations), 1e-9)
+
+
+def _kernels(count: int) -> str:
+    return f"{count} kernel" if count == 1 else f"{count} kernels"
+
+
+class Bar(tqdm):
+    """A tqdm bar whose rate and time left come from :class:`StepTimes`, which says
+    ":data:`COMPILING`" while Numba compiles, and whose last line gives the time spent
+    compiling (the rate there is tqdm's average over the whole bar).
+
+    Parameters
+    ----------
+    total : int
+        Steps.
+    desc, unit : str
+        As tqdm's.
+    watch : CompileWatch
+        Numba's compilations.
+    clock : callable
+        Seconds, monotonic.
+    file : text stream
+        Where the bar is drawn.
+    """
+
+    def __init__(
+        self, total: int, desc: str, unit: str, watch: CompileWatch,
+        clock: Callable[[], float], file: TextIO,
+    ) -> None:  # fmt: skip
+        self._watch = watch
+        self._clock = clock
+        self._compiles = (watch.count, watch.seconds())
+        self._times = StepTimes(clock)
+        self.drawn = clock()
+        super().__init__(total=total, desc=desc, unit=unit, file=file, leave=True)
+
+    def step(self, **postfix: str) -> None:
+        """A step is done: count it, with ``postfix`` (``loss="0.25"``) shown after it."""
+        self._times.step()
+        if postfix:
+            self.set_postfix(postfix, refresh=False)
+        self.update()
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        """tqdm's fields, with the steady rate while the bar runs (tqdm's average once it is
+        closed) and the compilation under way before the postfix."""
+        fields = super().format_dict
+        if not self.disable:
+            fields["rate"] = self._times.rate()
+        if self._watch.compiling:
+            note = f"{COMPILING} ({self._watch.count - self._compiles[0]} done)"
+            fields["postfix"] = f"{note}, {fields['postfix']}" if fields["postfix"] else note
+        return fields
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool | None:
+        """tqdm's, noting when the bar was last drawn (:class:`Console` redraws it)."""
+        self.drawn = self._clock()
+        return super().display(msg, pos)
+
+    def close(self) -> None:
+        """Close the bar; its last line says how long kernels compiled, if they did."""
+        if not self.disable:
+            count = self._watch.count - self._compiles[0]
+            if count:
+                seconds = self._watch.seconds() - self._compiles[1]
+                note = f"{seconds:.1f} s of it compiling {_kernels(count)} (first run only)"
+                self.set_postfix_str(f"{self.postfix}, {note}" if self.postfix else note, False)
+        super().close()
+
+
+class Console:
+    """The demo's output: lines on ``out``, at most one :class:`Bar` at a time on ``err``,
+    and a heartbeat (:meth:`running`) that never leaves the screen still for more than
+    ``quiet`` seconds (plus a third of it): it redraws the bar, whose clock runs on, or, between
+    bars, shows a status line that says what is happening - kernels compiling, or work -
+    and how long it has lasted; the next line replaces it.
+
+    Parameters
+    ----------
+    watch : CompileWatch
+        Numba's compilations.
+    quiet : float
+        Seconds without output after which the heartbeat shows something.
+    clock : callable
+        Seconds, monotonic.
+    out, err : text stream or None
+        Lines; bars and the status line (None: ``sys.stdout``, ``sys.stderr``).
+    """
+
+    def __init__(
+        self, watch: CompileWatch, quiet: float = 0.75,
+        clock: Callable[[], float] = time.monotonic, out: TextIO | None = None,
+        err: TextIO | None = None,
+    ) -> None:  # fmt: skip
+        self.watch = watch
+        self._quiet = quiet
+        self._clock = clock
+        self._out = out or sys.stdout
+        self._err = err or sys.stderr
+        self._lock = threading.RLock()
+        self._bar: Bar | None = None
+        self._status_width = 0
+        self._last = clock()
+        self._compiled_at_last = watch.count
+
+    def line(self, text: str = "") -> None:
+        """Write a line (over the status line, above the bar)."""
+        with self._lock:
+            self._clear_status()
+            tqdm.write(text, file=self._out)
+            self._mark()
+
+    @contextmanager
+    def bar(self, total: int, desc: str, unit: str) -> Iterator[Bar]:
+        """A progress bar of ``total`` steps for the duration of the block."""
+        with self._lock:
+            self._clear_status()
+            bar = Bar(total, desc, unit, self.watch, self._clock, self._err)
+            self._bar = bar
+        try:
+            yield bar
+        finally:
+            with self._lock:
+                self._bar = None
+                bar.close()
+                self._mark()
+
+    def beat(self) -> None:
+        """One heartbeat: redraw the bar, or show the status line, if the screen has been
+        still for ``quiet`` seconds."""
+        with self._lock:
+            now = self._clock()
+            if self._bar is not None:
+                if now - self._bar.drawn >= self._quiet:
+                    self._bar.refresh()
+            elif now - self._last >= self._quiet:
+                compiled = self.watch.count - self._compiled_at_last
+                if self.watch.compiling or compiled:
+                    what = f"{COMPILING} ({compiled} done)"
+                else:
+                    what = "working"
+                self._show_status(f"  ... {what} [{now - self._last:.0f} s]")
+
+    @contextmanager
+    def running(self) -> Iterator[Console]:
+        """Beat every ``quiet / 3`` seconds, from a thread, for the duration of the block."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self._quiet / 3):
+                self.beat()
+
+        thread = threading.Thread(target=beat, name="pylucid-demo-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+            with self._lock:
+                self._clear_status()
+
+    def _mark(self) -> None:
+        self._last = self._clock()
+        self._compiled_at_last = self.watch.count
+
+    def _show_status(self, text: str) -> None:
+        self._err.write("\r" + text.ljust(self._status_width))
+        self._err.flush()
+        self._status_width = len(text)
+
+    def _clear_status(self) -> None:
+        if self._status_width:
+            self._err.write("\r" + " " * self._status_width + "\r")
+            self._err.flush()
+            self._status_width = 0
+
+
 def make_dataset(n: int = 512, features: int = 4, seed: int = 0) -> tuple[np.ndarray, ...]:
     """A synthetic binary classification set: labels drawn from a logistic model."""
     rng = np.random.default_rng(seed)
@@ -40,7 +354,9 @@ def bits_cross_entropy(p: pl.Tensor, y: pl.Tensor) -> pl.Tensor:
     return -(y * pl.log2(p) + (1.0 - y) * pl.log2(1.0 - p)).mean()
 
 
-def fit(device: str, steps: int = 60, lr: float = 0.5, report_every: int = 10) -> float:
+def fit(
+    console: Console, device: str, steps: int = 60, lr: float = 0.5, report_every: int = 10
+) -> float:
     """Fit the classifier on ``device`` by gradient descent; print and return the final loss."""
     x_np, y_np = make_dataset()
     x = pl.tensor(x_np, dtype=pl.float32, device=device)
@@ -50,7 +366,7 @@ def fit(device: str, steps: int = 60, lr: float = 0.5, report_every: int = 10) -
     for step in range(steps + 1):
         loss = bits_cross_entropy(pl.sigmoid(x @ w + b), y)
         if step % report_every == 0:
-            print(f"  step {step:3d}  loss {loss.item():.4f} bits")
+            console.line(f"  step {step:3d}  loss {loss.item():.4f} bits")
         if step == steps:
             return loss.item()
         loss.backward()
@@ -104,45 +420,49 @@ def make_cnn() -> pl.nn.Module:
 
 
 def accuracy(model: pl.nn.Module, x: pl.Tensor, y: pl.Tensor) -> float:
-    """The fraction of ``x`` that ``model`` (in eval mode) labels as ``y``."""
+    """The fraction of ``x`` that ``model`` (in eval mode) labels as ``y``, in minibatches of
+    the training's size: on the CPU they run the kernels that the training compiled, where
+    all of ``x`` at once would compile the parallel variants of several."""
     model.eval()
+    correct = 0
     with pl.no_grad():
-        return (model(x).argmax(1) == y).float().mean().item()
+        for start in range(0, x.shape[0], BATCH):
+            rows = slice(start, start + BATCH)
+            correct += (model(x[rows]).argmax(1) == y[rows]).sum().item()
+    return correct / x.shape[0]
 
 
 def train(
-    model: pl.nn.Module, data: pl.utils.data.Dataset, label: str, epochs: int = 4,
-    half: bool = False, graph_path: Path | None = None,
+    console: Console, model: pl.nn.Module, data: pl.utils.data.Dataset, label: str,
+    epochs: int = 4, half: bool = False, graph_path: Path | None = None,
 ) -> tuple[pl.optim.Optimizer, pl.optim.lr_scheduler.LRScheduler]:  # fmt: skip
     """Train ``model`` on ``data`` with AdamW, a cosine schedule and clipping (under
     float16 autocast with a GradScaler if ``half``); return the optimizer and scheduler."""
-    loader = pl.utils.data.DataLoader(data, batch_size=32, shuffle=True)
+    loader = pl.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True)
     optimizer = pl.optim.AdamW(model.parameters(), lr=1e-2)
     scheduler = pl.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs * len(loader))
     scaler = pl.amp.GradScaler(enabled=half)
     model.train()
-    bar = tqdm(total=epochs * len(loader), desc=f"  {label}", unit="step", leave=True)
-    for _ in range(epochs):
-        for x, y in loader:
-            optimizer.zero_grad()
-            with pl.autocast(dtype=pl.float16, enabled=half):
-                loss = pl.nn.functional.cross_entropy(model(x), y)
-            if graph_path is not None:
-                _picture(loss, graph_path)
-                graph_path = None
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            pl.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
-            bar.update()
-    bar.close()
+    with console.bar(epochs * len(loader), f"  {label}", "step") as bar:
+        for _ in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                with pl.autocast(dtype=pl.float16, enabled=half):
+                    loss = pl.nn.functional.cross_entropy(model(x), y)
+                if graph_path is not None:
+                    _picture(console, loss, graph_path)
+                    graph_path = None
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                pl.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                bar.step(loss=f"{loss.item():.4f}")
     return optimizer, scheduler
 
 
-def image_task(device: str, out_dir: Path) -> None:
+def image_task(console: Console, device: str, out_dir: Path) -> None:
     """Train the MLP and the CNN on ``device``; check the CNN's checkpoint round trip."""
     images, labels = make_shapes()
     split = 1200
@@ -154,9 +474,10 @@ def image_task(device: str, out_dir: Path) -> None:
         pl.manual_seed(0)
         model = make().to(device)
         graph = out_dir / "cnn-graph.svg" if name == "CNN" and device == "cpu" else None
-        optimizer, scheduler = train(model, data, f"{name} on {device}", graph_path=graph)
+        label = f"{name} on {device}"
+        optimizer, scheduler = train(console, model, data, label, graph_path=graph)
         score = accuracy(model, x_test, y_test)
-        print(f"  {name}: test accuracy {score:.3f}")
+        console.line(f"  {name}: test accuracy {score:.3f}")
     path = out_dir / f"cnn-{device}.safetensors"
     pl.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "scheduler": scheduler.state_dict()}, path)  # fmt: skip
@@ -165,74 +486,117 @@ def image_task(device: str, out_dir: Path) -> None:
     fresh.load_state_dict(checkpoint["model"])
     reloaded = accuracy(fresh, x_test, y_test)
     same = "the same" if reloaded == score else "DIFFERENT"
-    print(f"  checkpoint {path} ({path.stat().st_size} bytes) reloaded: accuracy "
-          f"{reloaded:.3f}, {same}")  # fmt: skip
+    console.line(f"  checkpoint {path} ({path.stat().st_size} bytes) reloaded: accuracy "
+                 f"{reloaded:.3f}, {same}")  # fmt: skip
     if reloaded != score:
         raise RuntimeError(f"the reloaded CNN scores {reloaded}, the trained one {score}")
     pl.manual_seed(0)
     half_model = make_mlp().to(device)
-    train(half_model, data, f"MLP float16 autocast on {device}", half=True)
-    print(f"  MLP under float16 autocast: test accuracy {accuracy(half_model, x_test, y_test):.3f}")
+    train(console, half_model, data, f"MLP float16 autocast on {device}", half=True)
+    half_score = accuracy(half_model, x_test, y_test)
+    console.line(f"  MLP under float16 autocast: test accuracy {half_score:.3f}")
 
 
-def _picture(loss: pl.Tensor, path: Path) -> None:
+def _picture(console: Console, loss: pl.Tensor, path: Path) -> None:
     """Write the graph of ``loss`` as SVG, or as DOT text when Graphviz is missing."""
     try:
         pl.graph.render(loss, path)
-        print(f"  graph of the loss: {path}")
+        console.line(f"  graph of the loss: {path}")
     except RuntimeError as exc:
         dot_path = path.with_suffix(".dot")
         dot_path.write_text(pl.graph.to_dot(loss))
-        print(f"  graph of the loss: {dot_path} ({exc})")
+        console.line(f"  graph of the loss: {dot_path} ({exc})")
 
 
-def gradcheck_all(device: str) -> tuple[int, list[str]]:
-    """Gradcheck every op of the op database on ``device`` in float64."""
+def gradcheck_cases(
+    backends: Collection[str], ops: tuple[OpInfo, ...] = OPS
+) -> list[tuple[OpInfo, tuple[tuple[int, ...], ...]]]:
+    """What the demo gradchecks on each device: every op record that runs with ``backends``
+    available, at the first input shapes of its record - arrays of the same shape, the
+    plain case. One shape per op compiles each op's float64 loops once; the other shapes
+    (broadcasting, 0-d operands) would compile further variants of the same loops, and the
+    test suite (``tests/test_ops_table.py``) checks them all.
+
+    Parameters
+    ----------
+    backends : collection of str
+        The available backends (``pl.backends.available()``): records tagged ``needs_mlx``
+        are left out without ``"mlx"``.
+    ops : tuple of OpInfo
+        The op records.
+
+    Returns
+    -------
+    list of (OpInfo, shapes)
+        One case per op record, in the records' order.
+    """
+    return [
+        (info, info.shapes[0]) for info in ops if "needs_mlx" not in info.tags or "mlx" in backends
+    ]
+
+
+def gradcheck_device(
+    console: Console, device: str, cases: list[tuple[OpInfo, tuple[tuple[int, ...], ...]]]
+) -> list[str]:
+    """Gradcheck ``cases`` on ``device`` in float64 with a progress bar; return the failures
+    (a Jacobian mismatch or an op that raises), one line each."""
     rng = np.random.default_rng(0)
     failures = []
-    checked = 0
-    for info in tqdm(OPS, desc=f"  gradcheck on {device}", unit="op"):
-        if "needs_mlx" in info.tags and "mlx" not in pl.backends.available():
-            continue
-        for shapes in info.shapes:
+    with console.bar(len(cases), f"  gradcheck on {device}", "op") as bar:
+        for info, shapes in cases:
             inputs = [
                 pl.tensor(a, dtype=pl.float64, device=device, requires_grad=True)
                 for a in info.sample(rng, shapes)
             ]
             try:
                 pl.graph.gradcheck(info.call, inputs, **info.gradcheck_kwargs)
-            except AssertionError as exc:
-                failures.append(f"{info.name} {shapes}: {exc}")
-            checked += 1
-    return checked, failures
+            except Exception as exc:  # a mismatch (GradcheckError) or an op that fails
+                failures.append(f"{info.name} {shapes}: {type(exc).__name__}: {exc}")
+            bar.step()
+    return failures
+
+
+def run(console: Console) -> bool:
+    """Run every phase of the demo on ``console``; return whether every gradcheck passed."""
+    available = pl.backends.available()
+    devices = [d for d, name in (("cpu", "numba"), ("gpu", "mlx")) if name in available]
+    console.line("pylucid demo: logistic regression, cross-entropy in bits")
+    for name, details in pl.backends.info().items():
+        where = details.get("runs_on", details.get("reason"))
+        console.line(f"  backend {name}: {where}")
+    for device in devices:
+        console.line(f"\nfit on {device!r} ({pl.backends.resolve(device).name})")
+        start, compiling = time.perf_counter(), console.watch.seconds()
+        fit(console, device)
+        compiled = console.watch.seconds() - compiling
+        note = f" ({compiled:.1f} s of it compiling kernels, first run only)" if compiled else ""
+        console.line(f"  {time.perf_counter() - start:.2f} s{note}")
+    OUT_DIR.mkdir(exist_ok=True)
+    console.line(f"\nimage task: {', '.join(CLASSES)} in noise (1200 to train, 400 to test)")
+    for device in devices:
+        image_task(console, device, OUT_DIR)
+    cases = gradcheck_cases(available)
+    console.line(
+        "\ngradcheck of every op against float64 finite differences, at one input shape each "
+        "(the test suite checks every shape):"
+    )
+    passed = True
+    for device in devices:
+        failures = gradcheck_device(console, device, cases)
+        status = "ok" if not failures else f"{len(failures)} FAILED"
+        console.line(f"  {device}: {len(cases)} ops {status}")
+        for failure in failures:
+            console.line(f"    {failure}")
+        passed &= not failures
+    if console.watch.count:
+        console.line(
+            f"\nfirst run: Numba compiled {_kernels(console.watch.count)} in "
+            f"{console.watch.seconds():.1f} s; later runs load them from its cache"
+        )
+    return passed
 
 
 def main() -> int:
     """Run the demo; return a process exit status (1 if a gradcheck failed)."""
-    devices = [
-        d for d, name in (("cpu", "numba"), ("gpu", "mlx")) if name in pl.backends.available()
-    ]
-    print("pylucid demo: logistic regression, cross-entropy in bits")
-    for name, details in pl.backends.info().items():
-        where = details.get("runs_on", details.get("reason"))
-        print(f"  backend {name}: {where}")
-    for device in devices:
-        print(f"\nfit on {device!r} ({pl.backends.resolve(device).name})")
-        start = time.perf_counter()
-        fit(device)
-        print(f"  {time.perf_counter() - start:.2f} s")
-    out_dir = Path("demo-output")
-    out_dir.mkdir(exist_ok=True)
-    print(f"\nimage task: {', '.join(CLASSES)} in noise (1200 to train, 400 to test)")
-    for device in devices:
-        image_task(device, out_dir)
-    print("\ngradcheck (float64 finite differences) of every op:")
-    failed = False
-    for device in devices:
-        checked, failures = gradcheck_all(device)
-        status = "ok" if not failures else f"{len(failures)} FAILED"
-        print(f"  {device}: {checked} checks over {len(OPS)} ops: {status}")
-        for failure in failures:
-            print(f"    {failure}")
-        failed |= bool(failures)
-    return 1 if failed else 0
+    with CompileWatch() as watch, Console(watch).running() as console:
+        return 0 if run(console) else 1
