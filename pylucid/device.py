@@ -10,6 +10,8 @@ before asking whether it is available), but placing a tensor there raises, sayin
 
 from __future__ import annotations
 
+from pylucid.compat import differs
+
 __all__ = ["device", "UNAVAILABLE_TYPES"]
 
 #: Device types pylucid has.
@@ -18,6 +20,10 @@ TYPES = ("cpu", "gpu")
 UNAVAILABLE_TYPES = ("cuda", "mps", "xpu", "meta", "xla", "hip")
 
 
+@differs(
+    "a str of the device's name, so device('cpu') == 'cpu' (PyTorch: False); 'cuda' and "
+    "'mps' can be named but not used"
+)
 class device(str):  # noqa: N801  (named like torch.device)
     """A device: ``device("cpu")``, ``device("gpu")``, ``device("cuda", 0)``, ``device("cuda:1")``.
 

@@ -16,6 +16,7 @@ import numpy as np
 from pylucid import backends
 from pylucid import dtypes as _dtypes
 from pylucid.backends.base import Backend
+from pylucid.compat import differs
 from pylucid.dtypes import DType, as_dtype, bool_, int64
 from pylucid.generator import Generator, default_generator, draw_source
 from pylucid.tensor import Tensor
@@ -273,6 +274,9 @@ def full_like(
     return _like(x, fill_value, dtype, device, requires_grad)
 
 
+@differs(
+    "holds zeros, where PyTorch leaves the memory uninitialised"
+)
 def empty(
     *shape: Any,
     dtype: DType | Any | None = None,
@@ -362,6 +366,10 @@ def arange(
     return _wrap(np.arange(start, stop, step, dtype=dtype.numpy), dtype, device, requires_grad)
 
 
+@differs(
+    "draws from NumPy's PCG64 (pylucid.Generator): the same seed does not give PyTorch's "
+    "numbers; load PyTorch's weights to start from them"
+)
 def manual_seed(seed: int) -> Generator:
     """Seed :data:`pylucid.default_generator`, behind the random factories and the samplers
     of :mod:`pylucid.utils.data` when they are given no ``generator``; return it.
@@ -403,6 +411,10 @@ def _random(
     return _wrap(drawn.astype(dtype.numpy), dtype, device, rg)
 
 
+@differs(
+    "draws from NumPy's PCG64 (pylucid.Generator): the same seed does not give PyTorch's "
+    "numbers; load PyTorch's weights to start from them"
+)
 def rand(
     *shape: Any,
     generator: Generator | None = None,
@@ -415,6 +427,10 @@ def rand(
     return _random("rand", shape, dtype, device, requires_grad, generator)
 
 
+@differs(
+    "draws from NumPy's PCG64 (pylucid.Generator): the same seed does not give PyTorch's "
+    "numbers; load PyTorch's weights to start from them"
+)
 def randn(
     *shape: Any,
     generator: Generator | None = None,
@@ -449,6 +465,10 @@ def _require_int(op: str, name: str, value: Any) -> int:
     return int(value)
 
 
+@differs(
+    "draws from NumPy's PCG64 (pylucid.Generator): the same seed does not give PyTorch's "
+    "numbers; load PyTorch's weights to start from them"
+)
 def randint(
     low: int,
     high: int | Sequence[int] | None = None,
@@ -541,6 +561,10 @@ def randint_like(
                    device=device or x._backend.name, requires_grad=requires_grad)  # fmt: skip
 
 
+@differs(
+    "draws from NumPy's PCG64 (pylucid.Generator): the same seed does not give PyTorch's "
+    "numbers; load PyTorch's weights to start from them"
+)
 def randperm(
     n: int,
     *,

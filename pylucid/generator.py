@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from pylucid import backends
+from pylucid.compat import differs
 
 __all__ = [
     "Generator",
@@ -53,6 +54,10 @@ def _checked_seed(op: str, seed: Any) -> int:
     return seed % (1 << 64)
 
 
+@differs(
+    "draws from NumPy's PCG64 (pylucid.Generator): the same seed does not give PyTorch's "
+    "numbers; load PyTorch's weights to start from them"
+)
 class Generator:
     """A random number generator with its own state, as ``torch.Generator``.
 

@@ -71,6 +71,7 @@ import numpy as np
 
 from pylucid import backends, torch_checkpoint
 from pylucid.backends.base import Backend
+from pylucid.compat import differs
 from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pylucid.tensor import Tensor
 
@@ -110,6 +111,10 @@ def _safetensors() -> Any:
 
 
 # -- saving ---------------------------------------------------------------------------------
+@differs(
+    "writes safetensors, not a pickle: nested state dicts of tensors, numbers, strings, "
+    "lists and tuples (another object raises TypeError); PyTorch and safetensors read them"
+)
 def save(obj: Any, path: str | os.PathLike[str]) -> None:
     """Save a tensor or a state dict to ``path`` as a safetensors file (no pickle).
 
@@ -277,6 +282,10 @@ MapLocation = Any
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
+@differs(
+    "always weights-only, also with weights_only=False; int8/int16/uint8/uint16 load as "
+    "int32 and uint32 as int64; tensors saved on CUDA/MPS load on the CPU"
+)
 def load(
     f: str | os.PathLike[str] | IO[bytes],
     map_location: MapLocation = None,

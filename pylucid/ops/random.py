@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pylucid import dtypes
+from pylucid.compat import differs
 from pylucid.dtypes import bool_, float64, int64
 from pylucid.factories import rand, randn
 from pylucid.generator import Generator, draw_source
@@ -39,6 +40,10 @@ def _like(values: np.ndarray, like: Tensor, dtype: Any = None) -> Tensor:
     return Tensor._make(like._backend.from_numpy(values, kind), like._backend, kind)
 
 
+@differs(
+    "draws from NumPy's PCG64 (pylucid.Generator): the same seed does not give PyTorch's "
+    "numbers; load PyTorch's weights to start from them"
+)
 @tensor_method
 def multinomial(
     input: Tensor,  # noqa: A002  (torch.multinomial's name)

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from pylucid.compat import differs
 from pylucid.generator import Generator
 from pylucid.utils.data.collate import default_collate, default_convert
 from pylucid.utils.data.dataset import Dataset, IterableDataset
@@ -102,6 +103,10 @@ class _LoaderIterator(Iterator[Any]):
         return len(self._loader)
 
 
+@differs(
+    "loads in the main process: num_workers > 0 gives a map-style dataset's batches in "
+    "PyTorch's order without worker processes, and is refused for an IterableDataset"
+)
 class DataLoader:
     """Batches of samples from a dataset, as ``torch.utils.data.DataLoader``.
 
