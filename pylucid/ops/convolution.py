@@ -65,7 +65,10 @@ def _same_dtype(op: str, names: Sequence[str], dtypes: Sequence[DType]) -> DType
 def checked_output_shape(op: str, x: Shape, w: Shape, geometry: ConvGeometry) -> Shape:
     """The output shape of a convolution of input ``x`` ``(N, C, *spatial)`` with weight
     ``w`` ``(O, C/groups, *kernel)``, or a ValueError naming ``op`` and the shapes; the
-    last ``len(spatial)`` axes of ``geometry`` are the spatial axes'."""
+    last ``len(spatial)`` axes of ``geometry`` are the spatial axes'.
+
+    As PyTorch's, the batch and the input channels may be empty (the output is empty, or
+    zeros), but not the input's spatial axes, the kernel, or the output channels."""
     spatial = len(x) - 2
     if spatial < 1 or len(w) != len(x):
         raise ValueError(
@@ -74,6 +77,16 @@ def checked_output_shape(op: str, x: Shape, w: Shape, geometry: ConvGeometry) ->
             f"{tuple(w)}"
         )
     stride, padding, dilation, groups = geometry
+    if w[0] < groups or min(w[2:]) < 1:
+        raise ValueError(
+            f"{op}: weight of shape {tuple(w)} has no elements to convolve with: expected at "
+            f"least groups={groups} output channels and a kernel of at least 1 tap per axis"
+        )
+    if min(x[2:]) < 1:
+        raise ValueError(
+            f"{op}: input of shape {tuple(x)} is empty in a spatial axis; only the batch and "
+            f"the channels may be empty"
+        )
     if x[1] != w[1] * groups or w[0] % groups:
         raise ValueError(
             f"{op}: input of shape {tuple(x)} has {x[1]} channels and weight of shape "

@@ -12,6 +12,10 @@ MLX 0.32 convolves float64 (on its CPU stream) without dilation and groups only
 kernel). So a float64 convolution is computed tap by tap instead: one strided slice of the
 padded input per kernel tap, stacked as the columns of ``im2col``, and one matrix product
 per group (its gradient again by ``mlx.core.vjp``).
+
+Where an operand has no elements (a batch of 0, or 0 input channels) every sum of the
+result is empty: the primitives give zeros of its shape without calling MLX, whose
+``conv_general`` dies of a division by zero on an empty batch.
 """
 
 from __future__ import annotations
@@ -80,7 +84,13 @@ class MLXConvolution:
 
         return convolve
 
+    def _zeros(self, shape: Shape, dtype: DType) -> Any:
+        """The result of a convolution with an empty operand: zeros of ``shape``."""
+        return self.mx.zeros(shape, dtype=self._mx_dtype(dtype), stream=self._stream(dtype))
+
     def conv2d(self, x: Any, w: Any, geometry: ConvGeometry, shape: Shape, dtype: DType) -> Any:
+        if x.size == 0 or w.size == 0:
+            return self._zeros(shape, dtype)
         x, w = self._operands(dtype, x, w)
         return self._convolve(geometry, dtype)(x, w)
 
@@ -99,6 +109,8 @@ class MLXConvolution:
     def conv2d_input_grad(
         self, g: Any, w: Any, geometry: ConvGeometry, shape: Shape, dtype: DType
     ) -> Any:
+        if g.size == 0 or w.size == 0:
+            return self._zeros(shape, dtype)
         g, w = self._operands(dtype, g, w)
         x = self.mx.zeros(shape, dtype=w.dtype)  # (the product is linear: any x will do)
         return self._gradient(geometry, dtype, x, w, g, 0)
@@ -106,6 +118,8 @@ class MLXConvolution:
     def conv2d_weight_grad(
         self, x: Any, g: Any, geometry: ConvGeometry, shape: Shape, dtype: DType
     ) -> Any:
+        if x.size == 0 or g.size == 0:
+            return self._zeros(shape, dtype)
         x, g = self._operands(dtype, x, g)
         w = self.mx.zeros(shape, dtype=x.dtype)
         return self._gradient(geometry, dtype, x, w, g, 1)

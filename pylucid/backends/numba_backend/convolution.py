@@ -6,6 +6,9 @@ columns are ``(N, C KH KW, OH OW)``, so the product ``weight (O, C KH KW) @ colu
 already in the output's ``(N, O, OH, OW)`` layout and needs no transpose. The columns are
 built again for the weight gradient rather than kept from the forward: they are ``KH KW``
 times the input's size.
+
+Where an operand has no elements (a batch of 0, or 0 input channels) every sum of the
+result is empty: the primitives give zeros of its shape without reaching the kernels.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class NumbaConvolution:
     ) -> np.ndarray:
         """The convolution of ``(N, C, H, W)`` ``x`` with ``(O, C / groups, KH, KW)`` ``w``
         into ``shape`` ``(N, O, OH, OW)``."""
+        if x.size == 0 or w.size == 0:
+            return np.zeros(shape, dtype.numpy)
         x = np.ascontiguousarray(x, dtype.numpy)
         w = np.ascontiguousarray(w, dtype.numpy)
         n, o, oh, ow = shape
@@ -53,6 +58,8 @@ class NumbaConvolution:
         self, g: np.ndarray, w: np.ndarray, geometry: ConvGeometry, shape: Shape, dtype: DType
     ) -> np.ndarray:
         """The gradient of :meth:`conv2d` for its input of ``shape``: ``col2im(w^T g)``."""
+        if g.size == 0 or w.size == 0:
+            return np.zeros(shape, dtype.numpy)
         g = np.ascontiguousarray(g, dtype.numpy)
         w = np.ascontiguousarray(w, dtype.numpy)
         n, o, oh, ow = g.shape
@@ -68,6 +75,8 @@ class NumbaConvolution:
         self, x: np.ndarray, g: np.ndarray, geometry: ConvGeometry, shape: Shape, dtype: DType
     ) -> np.ndarray:
         """The gradient of :meth:`conv2d` for its weight of ``shape``: ``sum_n g_n cols_n^T``."""
+        if x.size == 0 or g.size == 0:
+            return np.zeros(shape, dtype.numpy)
         x = np.ascontiguousarray(x, dtype.numpy)
         g = np.ascontiguousarray(g, dtype.numpy)
         n, o, oh, ow = g.shape
