@@ -10,6 +10,9 @@ pooling again: gradients of any order are these two ops. Max pooling's gradient 
 ``g`` to the position each window took its max from (PyTorch's choice; see
 :mod:`pylucid.kernels.pooling`); with ``create_graph`` that routing is an index-add op of
 those positions. AMP: KEEP_INPUT (pooling is on none of PyTorch's autocast lists).
+
+As PyTorch's, the pools take an empty batch (and the adaptive pool empty channels): the
+output and the gradient are empty. An input empty in another axis is refused.
 """
 
 from __future__ import annotations
@@ -245,9 +248,18 @@ def _regular_windows(
     return windows, pads
 
 
-def _batched(op: str, input: Tensor) -> tuple[Tensor, bool]:  # noqa: A002
-    """``input`` as ``(N, C, H, W)``, and whether a batch axis was added."""
-    return with_batch_axis(op, require_tensor(op, "input", input), 2)
+def _batched(op: str, input: Tensor, empty_channels: bool) -> tuple[Tensor, bool]:  # noqa: A002
+    """``input`` as ``(N, C, H, W)``, and whether a batch axis was added; a ValueError where
+    it is empty in an axis other than the batch (and, with ``empty_channels``, the channels),
+    as PyTorch's pools refuse."""
+    x, unbatched = with_batch_axis(op, require_tensor(op, "input", input), 2)
+    if min(x.shape[2:]) < 1 or (x.shape[1] < 1 and not empty_channels):
+        allowed = "batch and the channels" if empty_channels else "batch"
+        raise ValueError(
+            f"{op}: input of shape {input.shape} is empty in an axis other than the "
+            f"{allowed}; only the {allowed} of (N, C, H, W) may be empty"
+        )
+    return x, unbatched
 
 
 def _unbatched(out: Tensor, unbatched: bool) -> Tensor:
@@ -267,7 +279,7 @@ def max_pool2d(
     ``torch.nn.functional.max_pool2d`` (``stride`` defaults to ``kernel_size``; padding
     is ignored, never the max). With ``return_indices``, also the int64 position
     ``ih W + iw`` in its plane that each max was taken from."""
-    x, unbatched = _batched("max_pool2d", input)
+    x, unbatched = _batched("max_pool2d", input, empty_channels=False)
     windows, _ = _regular_windows(
         "max_pool2d", x.shape, kernel_size, stride, padding, dilation, ceil_mode
     )
@@ -292,7 +304,7 @@ def avg_pool2d(
     ``torch.nn.functional.avg_pool2d``: each window's sum over its size counting the
     padding (``count_include_pad``), over the positions inside the input, or over
     ``divisor_override``."""
-    x, unbatched = _batched("avg_pool2d", input)
+    x, unbatched = _batched("avg_pool2d", input, empty_channels=False)
     windows, pads = _regular_windows(
         "avg_pool2d", x.shape, kernel_size, stride, padding, 1, ceil_mode
     )
@@ -332,7 +344,7 @@ def adaptive_avg_pool2d(
     """2-d adaptive average pooling of ``(N, C, H, W)`` (or ``(C, H, W)``) ``input`` to
     ``output_size`` (an int, or a pair whose None keeps that axis' size), as
     ``torch.nn.functional.adaptive_avg_pool2d``."""
-    x, unbatched = _batched("adaptive_avg_pool2d", input)
+    x, unbatched = _batched("adaptive_avg_pool2d", input, empty_channels=True)
     sizes = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
     if len(sizes) != 2:
         raise TypeError(
@@ -343,8 +355,6 @@ def adaptive_avg_pool2d(
         raise ValueError(
             f"adaptive_avg_pool2d: output_size must be positive ints (or None), got {output_size!r}"
         )
-    if min(x.shape[2:]) < 1:
-        raise ValueError(f"adaptive_avg_pool2d: input of shape {x.shape} has an empty plane")
     h = adaptive_axis(x.shape[2], sizes[0])
     w = adaptive_axis(x.shape[3], sizes[1])
     windows = Windows(tuple(x.shape[2:]), (h[0], w[0]), (h[1], w[1]), (1, 1))

@@ -8,7 +8,9 @@ to each plane (-inf for max, 0 for the average). The choice of max pooling's pos
 PyTorch's, as on the numba backend: the first largest value of the window, the last NaN
 where there is one, the first position inside the plane where every value is -inf. The
 gradients add ``g`` at those positions (``at[].add``) and, for the average, are MLX's
-vector-Jacobian product of the gather (``mlx.core.vjp``).
+vector-Jacobian product of the gather (``mlx.core.vjp``). An input without planes (a batch
+of 0, or 0 channels) gives zeros of the result's shape without reaching MLX's gathers and
+reductions, which refuse empty arrays (the op checks the planes are not empty).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 
 from pylucid.backends.base import Shape
 from pylucid.backends.windows import Windows, window_sources
-from pylucid.dtypes import DType
+from pylucid.dtypes import DType, int64
 
 
 class MLXPooling:
@@ -61,7 +63,13 @@ class MLXPooling:
         outputs = mx.arange(sources.shape[1], stream=s)[None, :]
         return mx.astype(sources[taps, outputs], mx.int64, stream=s)
 
+    def _zeros(self, shape: Shape, dtype: DType) -> Any:
+        """The result of pooling no planes: zeros of ``shape``."""
+        return self.mx.zeros(shape, dtype=self._mx_dtype(dtype), stream=self._stream(dtype))
+
     def max_pool2d(self, x: Any, windows: Windows, shape: Shape, dtype: DType) -> Any:
+        if x.size == 0:
+            return self._zeros(shape, dtype)
         mx = self.mx
         x = self.cast(x, dtype)
         values, inside = self._windows_of(x, windows, -math.inf, dtype)
@@ -71,10 +79,14 @@ class MLXPooling:
 
     def max_pool2d_positions(self, x: Any, windows: Windows, dtype: DType) -> Any:
         n, c = x.shape[:2]
+        if x.size == 0:
+            return self._zeros((n, c, *windows.output), int64)
         positions = self._positions(self.cast(x, dtype), windows, dtype)
         return self.mx.reshape(positions, (n, c, *windows.output))
 
     def max_pool2d_backward(self, x: Any, g: Any, windows: Windows, dtype: DType) -> Any:
+        if x.size == 0:
+            return self._zeros(x.shape, dtype)
         mx, s = self.mx, self._stream(dtype)
         x, g = self._operands(dtype, x, g)
         n, c, h, w = x.shape
@@ -98,12 +110,16 @@ class MLXPooling:
     def avg_pool2d(
         self, x: Any, windows: Windows, divisors: Any, shape: Shape, dtype: DType
     ) -> Any:
+        if x.size == 0:
+            return self._zeros(shape, dtype)
         x = self.cast(x, dtype)
         return self.mx.reshape(self._average(windows, divisors, dtype)(x), shape)
 
     def avg_pool2d_backward(
         self, g: Any, windows: Windows, divisors: Any, shape: Shape, dtype: DType
     ) -> Any:
+        if g.size == 0:
+            return self._zeros(shape, dtype)
         mx = self.mx
         g = self.cast(g, dtype)
         x = mx.zeros(shape, dtype=g.dtype)

@@ -2,7 +2,9 @@
 
 The windows (:class:`~pylucid.backends.windows.Windows`) become a table of the positions
 each output reads (cached per geometry); the kernels of :mod:`pylucid.kernels.pooling`
-gather through it, plane by plane.
+gather through it, plane by plane. An input without planes (a batch of 0, or 0 channels)
+gives zeros of the result's shape without reaching them (the op checks the planes are not
+empty).
 """
 
 from __future__ import annotations
@@ -32,16 +34,22 @@ class NumbaPooling:
     """Primitives of the ``pooling`` family on the numba backend."""
 
     def max_pool2d(self, x: np.ndarray, windows: Windows, shape: Shape, dtype: DType) -> np.ndarray:
+        if x.size == 0:
+            return np.zeros(shape, dtype.numpy)
         return pooling.max_pool(_planes(x, dtype), window_sources(windows)).reshape(shape)
 
     def max_pool2d_positions(self, x: np.ndarray, windows: Windows, dtype: DType) -> np.ndarray:
         n, c = x.shape[:2]
+        if x.size == 0:
+            return np.zeros((n, c, *windows.output), np.int64)
         positions = pooling.max_pool_positions(_planes(x, dtype), window_sources(windows))
         return positions.reshape(n, c, *windows.output)
 
     def max_pool2d_backward(
         self, x: np.ndarray, g: np.ndarray, windows: Windows, dtype: DType
     ) -> np.ndarray:
+        if x.size == 0:
+            return np.zeros(x.shape, dtype.numpy)
         n, c = x.shape[:2]
         upstream = np.ascontiguousarray(g, dtype.numpy).reshape(n * c, -1)
         grad = pooling.max_pool_backward(_planes(x, dtype), window_sources(windows), upstream)
@@ -55,6 +63,8 @@ class NumbaPooling:
         shape: Shape,
         dtype: DType,
     ) -> np.ndarray:
+        if x.size == 0:
+            return np.zeros(shape, dtype.numpy)
         sums = pooling.avg_pool(_planes(x, dtype), window_sources(windows), divisor_table(divisors))
         return sums.reshape(shape)
 
@@ -66,6 +76,8 @@ class NumbaPooling:
         shape: Shape,
         dtype: DType,
     ) -> np.ndarray:
+        if g.size == 0:
+            return np.zeros(shape, dtype.numpy)
         upstream = np.ascontiguousarray(g, dtype.numpy).reshape(shape[0] * shape[1], -1)
         grad = pooling.avg_pool_backward(
             upstream, window_sources(windows), divisor_table(divisors), math.prod(windows.size)
