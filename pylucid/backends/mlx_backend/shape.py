@@ -43,7 +43,12 @@ class MLXShape:
     """Primitives of the ``shape`` family on the mlx backend."""
 
     def transpose(self, a: Any, axes: Axes) -> Any:
-        """``a`` with its dimensions permuted by ``axes``."""
+        """``a`` with its dimensions permuted by ``axes``; an empty ``a`` gives a new empty
+        array (MLX's reductions over several axes of a permuted empty array read garbage:
+        ``mx.sum(mx.transpose(mx.ones((0, 3, 8)), (1, 0, 2)), axis=(0, 1))``, MLX 0.32)."""
+        if a.size == 0:
+            shape = tuple(a.shape[i] for i in axes)
+            return self.mx.zeros(shape, dtype=a.dtype, stream=self._stream(self.dtype(a)))
         return self.mx.transpose(a, list(axes), stream=self._stream(self.dtype(a)))
 
     def concatenate(self, arrays: list[Any], axis: int, dtype: DType) -> Any:
