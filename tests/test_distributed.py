@@ -5,14 +5,17 @@ The multi-process tests launch 2 ranks of a script in ``tests/distributed_script
 tensors). ``checks.py`` runs every collective and DDP check in one launch per backend (each
 launch costs seconds of imports) and writes what each rank saw as JSON; the tests here
 compute what it should have been. ``faults.py`` makes one rank fail while the other waits
-in a collective. The sampler and the single-process fallback run in this process.
+in a collective. The sampler, the single-process fallback, the timeout's forms and what a
+failed collective leaves (on a fake two-rank group) run in this process.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime
 import importlib.util
 import json
+import math
 import os
 import re
 import signal
@@ -240,8 +243,9 @@ def test_timeout_raises_on_the_waiting_rank() -> None:
     done, elapsed = _fault("timeout")
     assert done.returncode != 0
     assert 2.0 <= elapsed < FAULT_LIMIT_S, f"the job ended {elapsed:.1f} s after the fault"
-    assert re.search(r"rank 0: TimeoutError: all_reduce: .*rank 0 waited 2 s for the other 1 rank",
-                     done.stdout), done.stdout  # fmt: skip
+    assert re.search(r"rank 0: TimeoutError: all_reduce: rank 0 waited 2 s \(the process group's "
+                     r"timeout, init\(timeout=\.\.\.\)\) in collective 2 for rank 1, which had "
+                     r"not entered it", done.stdout), done.stdout  # fmt: skip
     assert "the all_reduce returned" not in done.stdout
 
 
@@ -331,6 +335,86 @@ def test_single_process_fallback_is_the_identity(single_process: Any, device: st
     fresh = DistributedDataParallel(copy.deepcopy(plain))
     fresh.load_state_dict(ddp.state_dict())
     assert np.array_equal(fresh.module[0].weight.numpy(), net[0].weight.numpy())
+
+
+def test_init_timeout_is_seconds_or_a_timedelta() -> None:
+    assert dist.default_pg_timeout == datetime.timedelta(minutes=30)
+    cases = [(None, 1800.0), (5, 5.0), (0.25, 0.25), (datetime.timedelta(seconds=3), 3.0),
+             (math.inf, math.inf)]  # fmt: skip
+    for timeout, seconds in cases:
+        assert dist.init("single", timeout=timeout).timeout == seconds
+        dist.destroy()
+    with pytest.raises(ValueError, match=r"init: timeout must be positive \(math.inf for none\)"):
+        dist.init("single", timeout=0)
+    with pytest.raises(TypeError, match="timeout must be seconds or a datetime.timedelta, got str"):
+        dist.init_process_group("single", timeout="30")
+    assert not dist.is_initialized()
+
+
+class TwinGroup(dist.ProcessGroup):
+    """Rank 0 of two in one process: the other rank holds ones, so a sum adds 1 (a mean is
+    (x + 1) / 2); its arrival at collective ``fail_at`` times out."""
+
+    name = "twin"
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__(timeout=2.0)
+        self.rank, self.size, self.fail_at = 0, 2, fail_at
+
+    def _exchange(self, code: np.ndarray, what: str) -> np.ndarray:
+        if self.calls == self.fail_at:
+            raise TimeoutError(f"{what}: rank 0 waited 2 s for rank 1")
+        return np.stack([code, code])
+
+    def all_reduce(self, array: np.ndarray, op: str) -> np.ndarray:
+        np.add(array, 1, out=array)
+        return array
+
+    def broadcast(self, array: np.ndarray, src: int) -> np.ndarray:
+        return array
+
+    def all_gather(self, array: np.ndarray) -> np.ndarray:
+        return np.stack([array, array])
+
+
+def test_a_failed_collective_leaves_its_tensor_and_the_group_refuses_more() -> None:
+    group = TwinGroup(fail_at=2)
+    t = pl.tensor([1.0, 2.0])
+    dist.all_reduce(t, group=group)
+    assert t.tolist() == [2.0, 3.0]
+    with pytest.raises(TimeoutError, match="all_reduce: rank 0 waited 2 s for rank 1"):
+        dist.all_reduce(t, group=group)
+    assert t.tolist() == [2.0, 3.0]  # (the wait comes before the data moves)
+    message = (r"barrier: the process group cannot be used after an earlier collective failed "
+               r"\(TimeoutError: all_reduce: rank 0 waited 2 s for rank 1\)")  # fmt: skip
+    with pytest.raises(RuntimeError, match=message):
+        dist.barrier(group)
+    assert group.calls == 2
+
+
+def test_ddp_after_a_failed_gradient_reduction() -> None:
+    """The backward raises the collective's error; the parameters are untouched, the
+    buckets reduced before hold the average, the failed one this rank's own gradients; the
+    next forward works and the next backward raises the group's refusal."""
+    pl.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    local = copy.deepcopy(net)
+    group = TwinGroup(fail_at=0)
+    ddp = DistributedDataParallel(net, process_group=group, bucket_cap_mb=1e-6)  # a bucket each
+    assert [len(b) for b in ddp._reducer.buckets] == [1, 1, 1, 1]
+    group.fail_at = group.calls + 2  # (the second bucket: "2.weight", after "2.bias")
+    before = [p.numpy().copy() for p in net.parameters()]
+    x = pl.randn(5, 3, dtype=pl.float64)
+    with pytest.raises(TimeoutError, match="all_reduce: rank 0 waited 2 s for rank 1"):
+        ddp(x).square().sum().backward()
+    local(x).square().sum().backward()
+    assert all(np.array_equal(p.numpy(), b) for p, b in zip(net.parameters(), before))
+    own = {name: p.grad.numpy() for name, p in local.named_parameters()}
+    assert np.allclose(net[2].bias.grad.numpy(), (own["2.bias"] + 1) / 2)  # reduced
+    assert np.array_equal(net[2].weight.grad.numpy(), own["2.weight"])  # the failed bucket
+    out = ddp(x)  # (not "the previous backward gave no gradient to ...")
+    with pytest.raises(RuntimeError, match="cannot be used after an earlier collective failed"):
+        out.square().sum().backward()
 
 
 def test_ddp_argument_errors() -> None:

@@ -7,6 +7,11 @@ backend and MLX's distributed group for the mlx backend; PyTorch's names
 In ``train.py``: ``pylucid.distributed.init()``, then ``get_rank()``, ``get_world_size()``,
 ``all_reduce(t)``, ..., or ``pylucid.nn.parallel.DistributedDataParallel(model)``. Without
 a launcher, ``init()`` makes a single-process group whose collectives change nothing.
+
+A collective waits for the other ranks at most ``init(timeout=...)`` (30 minutes by
+default: :data:`default_pg_timeout`), then raises TimeoutError; one that a rank which has
+left the group will never join raises :class:`RankLeftError` at once. The launcher fails
+the job when a rank ends without finishing its script (see ``docs/distributed.md``).
 """
 
 from pylucid.distributed.collectives import (
@@ -16,6 +21,7 @@ from pylucid.distributed.collectives import (
     barrier,
     broadcast,
     default_group,
+    default_pg_timeout,
     destroy,
     destroy_process_group,
     get_backend,
@@ -26,12 +32,19 @@ from pylucid.distributed.collectives import (
     is_initialized,
     reduce_scatter,
 )
-from pylucid.distributed.groups import MLXGroup, MPIGroup, ProcessGroup, SingleProcessGroup
+from pylucid.distributed.groups import (
+    MLXGroup,
+    MPIGroup,
+    ProcessGroup,
+    RankLeftError,
+    SingleProcessGroup,
+)
 
 __all__ = [
     "MLXGroup",
     "MPIGroup",
     "ProcessGroup",
+    "RankLeftError",
     "ReduceOp",
     "SingleProcessGroup",
     "all_gather",
@@ -39,6 +52,7 @@ __all__ = [
     "barrier",
     "broadcast",
     "default_group",
+    "default_pg_timeout",
     "destroy",
     "destroy_process_group",
     "get_backend",

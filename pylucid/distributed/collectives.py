@@ -2,13 +2,16 @@
 ``reduce_scatter``, ``barrier``, with PyTorch's names (``torch.distributed``).
 
 Every collective first compares, across ranks, what each rank is about to do (the
-collective, its op or root, the tensor's dtype and shape: a few int64s gathered in one small
-collective, a few microseconds), so a mismatch raises the same clear ValueError on every
-rank instead of a hang or garbage. Tensors of every dtype on both backends: float16 and
-bfloat16 are reduced in float32 and rounded once; bools reduce as logical or (``sum``,
-``max``) and and (``min``). A collective changes its tensor in place (its version is
-bumped), as PyTorch's do; ``"mean"`` is the sum divided by the world size (floating
-tensors only).
+collective, its op or root, the tensor's dtype and shape: a few int64s exchanged in one
+small step, a few microseconds), so a mismatch raises the same clear ValueError on every
+rank instead of a hang or garbage. That exchange is also where a rank waits for the others
+(:meth:`pylucid.distributed.ProcessGroup.arrive`): on MPI it raises TimeoutError after the
+group's timeout (``init(timeout=...)``, 30 minutes by default) and
+:class:`pylucid.distributed.RankLeftError` as soon as a rank it needs has left, both before
+the tensor is touched. Tensors of every dtype on both backends: float16 and bfloat16 are
+reduced in float32 and rounded once; bools reduce as logical or (``sum``, ``max``) and and
+(``min``). A collective changes its tensor in place (its version is bumped), as PyTorch's
+do; ``"mean"`` is the sum divided by the world size (floating tensors only).
 
 On the numba backend a C-contiguous, writable tensor of an MPI dtype is handed to MPI as it
 is (no copy); anything else goes through a host copy.
@@ -16,6 +19,8 @@ is (no copy); anything else goes through a host copy.
 
 from __future__ import annotations
 
+import atexit
+import datetime
 import os
 import sys
 import time
@@ -24,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from pylucid.distributed import monitor
 from pylucid.distributed.groups import (
     MLXGroup,
     MPIGroup,
@@ -47,6 +53,7 @@ __all__ = [
     "get_rank",
     "get_world_size",
     "default_group",
+    "default_pg_timeout",
     "init",
     "init_process_group",
     "is_initialized",
@@ -65,18 +72,42 @@ class ReduceOp:
 
 
 _OPS = ("sum", "mean", "max", "min")
-_COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
+_COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier")
 _DTYPES = ("bool", "int32", "int64", "float16", "bfloat16", "float32", "float64")
 _MPI_NATIVE = (np.dtype(np.bool_), np.dtype(np.int32), np.dtype(np.int64),
                np.dtype(np.float32), np.dtype(np.float64))  # fmt: skip
 _DIMS = 6
 _GROUP: ProcessGroup | None = None
+_LEAVES_AT_EXIT = False
+#: How long a collective waits for the other ranks unless ``init`` is told otherwise
+#: (PyTorch's ``default_pg_timeout``, the CPU groups' 30 minutes).
+default_pg_timeout = datetime.timedelta(minutes=30)
 #: The metadata vector of each (collective, op or root, dtype, shape) seen, made once.
 _CODES: dict[tuple, np.ndarray] = {}
 
 
-def init(backend: str | None = None, timeout: float | None = None) -> ProcessGroup:
+def _seconds(timeout: float | datetime.timedelta | None) -> float:
+    """``init``'s timeout in seconds (``math.inf``: no limit)."""
+    if timeout is None:
+        return default_pg_timeout.total_seconds()
+    if isinstance(timeout, datetime.timedelta):
+        seconds = timeout.total_seconds()
+    elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+        seconds = float(timeout)
+    else:
+        raise TypeError(f"init: timeout must be seconds or a datetime.timedelta, got "
+                        f"{type(timeout).__name__}")  # fmt: skip
+    if not seconds > 0:
+        raise ValueError(f"init: timeout must be positive (math.inf for none), got {timeout!r}")
+    return seconds
+
+
+def init(backend: str | None = None,
+         timeout: float | datetime.timedelta | None = None) -> ProcessGroup:  # fmt: skip
     """Join the job's process group (once per process; later calls return it).
+
+    On MPI every rank must call it: the ranks create the group together (it waits, up to
+    ``timeout``, for the others).
 
     Parameters
     ----------
@@ -86,18 +117,31 @@ def init(backend: str | None = None, timeout: float | None = None) -> ProcessGro
         process, collectives do nothing. None: MPI when the process was started by an MPI
         launcher (``mpiexec``, ``python -m pylucid.distributed.launch``), MLX's group when
         ``mlx.launch`` started it, else a single process.
-    timeout : float, optional
-        MPI only: seconds a collective waits for the other ranks before it raises
-        TimeoutError (and the job is aborted).
+    timeout : float or datetime.timedelta, optional
+        How long a collective waits for the other ranks: seconds, or a timedelta as
+        PyTorch's ``init_process_group`` takes; ``math.inf`` for no limit; None:
+        :data:`default_pg_timeout` (30 minutes). On MPI a collective whose ranks have not
+        all arrived by then raises TimeoutError (naming the missing ranks) before it
+        touches its tensor; a collective that outlasts it after every rank arrived, and
+        any collective on MLX, ends the job instead (a watchdog thread: the call cannot be
+        interrupted).
 
     Returns
     -------
     ProcessGroup
         The group; :func:`get_rank` and :func:`get_world_size` read it.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a timeout that is not positive seconds or a timedelta, or an unknown backend.
+    TimeoutError
+        When the other ranks do not all call ``init`` within ``timeout`` (MPI).
     """
-    global _GROUP
+    global _GROUP, _LEAVES_AT_EXIT
     if _GROUP is not None:
         return _GROUP
+    seconds = _seconds(timeout)
     if backend is None:
         if launched_by_mpi():
             backend = "mpi"
@@ -107,25 +151,29 @@ def init(backend: str | None = None, timeout: float | None = None) -> ProcessGro
             backend = "single"
     if backend == "mpi":
         try:
-            group: ProcessGroup = MPIGroup(timeout)
+            group: ProcessGroup = MPIGroup(seconds)
         except ImportError as exc:
             raise RuntimeError(
                 f"init: the MPI backend needs mpi4py ({exc}); pip install -e "
-                f"\".[distributed]\" brings it and MPICH's mpiexec"
+                f'".[distributed]" brings it and MPICH\'s mpiexec'
             ) from exc
     elif backend == "mlx":
-        group = MLXGroup("ring" if "MLX_RANK" in os.environ else "any")
+        group = MLXGroup("ring" if "MLX_RANK" in os.environ else "any", seconds)
     elif backend == "single":
-        group = SingleProcessGroup()
+        group = SingleProcessGroup(seconds)
     else:
         raise ValueError(f"init: backend must be 'mpi', 'mlx', 'single' or None, got {backend!r}")
     _GROUP = group
     if group.size > 1:
         _abort_on_uncaught_exceptions(group)
+        if not _LEAVES_AT_EXIT:
+            atexit.register(destroy)  # (after the script: the other ranks learn it left)
+            _LEAVES_AT_EXIT = True
     return group
 
 
-def init_process_group(backend: str | None = None, timeout: float | None = None,
+def init_process_group(backend: str | None = None,
+                       timeout: float | datetime.timedelta | None = None,
                        **unused: Any) -> ProcessGroup:  # fmt: skip
     """:func:`init` under PyTorch's name (its ``init_method``, ``world_size``, ``rank``
     are set by the launcher here, and ignored)."""
@@ -173,11 +221,14 @@ def get_backend() -> str:
 
 
 def destroy() -> None:
-    """Leave the process group (``init`` may be called again)."""
+    """Leave the process group (``init`` may be called again). The other ranks learn it
+    (MPI): a collective of theirs that this rank has not entered raises RankLeftError.
+    Called at interpreter exit for a group still joined."""
     global _GROUP
     if _GROUP is not None:
         _GROUP.destroy()
         _GROUP = None
+        monitor.report_left()
 
 
 destroy_process_group = destroy
@@ -206,34 +257,40 @@ def _check_op(collective: str, op: str, dtype: DType) -> str:
     return op
 
 
-def _agree(grp: ProcessGroup, collective: str, argument: int, tensor: Tensor) -> None:
-    """Raise the same ValueError on every rank unless all ranks call ``collective`` with the
-    same ``argument`` (op or root) on tensors of one dtype and shape."""
+def _agree(grp: ProcessGroup, collective: str, argument: int, tensor: Tensor | None) -> None:
+    """Enter ``collective`` on ``grp``; raise the same ValueError on every rank unless all
+    ranks call it with the same ``argument`` (op or root) on tensors of one dtype and shape
+    (``tensor`` None: a barrier)."""
     if grp.size == 1:
         return
-    key = (collective, argument, tensor.dtype, tensor.shape)
+    key = (
+        (collective, argument, None, ())
+        if tensor is None
+        else (collective, argument, tensor.dtype, tensor.shape)
+    )
     code = _CODES.get(key)
     if code is None:
-        shape = tensor.shape
+        shape = key[3]
         dims = list(shape[:_DIMS]) + [-1] * (_DIMS - min(len(shape), _DIMS))
-        code = np.array([_COLLECTIVES.index(collective), argument,
-                         _DTYPES.index(tensor.dtype.name), len(shape), tensor.numel(), *dims],
-                        dtype=np.int64)  # fmt: skip
+        dtype = -1 if tensor is None else _DTYPES.index(tensor.dtype.name)
+        numel = 0 if tensor is None else tensor.numel()
+        code = np.array([_COLLECTIVES.index(collective), argument, dtype, len(shape), numel,
+                         *dims], dtype=np.int64)  # fmt: skip
         if len(_CODES) > 1024:
             _CODES.clear()
         _CODES[key] = code
-    try:
-        table = grp.metadata_agree(code)
-    except TimeoutError as exc:  # (name the collective asked for, not the check's gather)
-        raise TimeoutError(f"{collective}: {exc}") from None
+    table = grp.arrive(code, collective)
     if (table == code).all():
         return
     rows = []
     for rank, row in enumerate(table):
         what = _COLLECTIVES[row[0]] if 0 <= row[0] < len(_COLLECTIVES) else "?"
-        dtype = _DTYPES[row[2]] if 0 <= row[2] < len(_DTYPES) else "?"
+        if what == "barrier":
+            rows.append(f"rank {rank}: barrier()")
+            continue
+        dtype_name = _DTYPES[row[2]] if 0 <= row[2] < len(_DTYPES) else "?"
         dims_of = tuple(int(d) for d in row[5 : 5 + min(int(row[3]), _DIMS)])
-        rows.append(f"rank {rank}: {what}(argument {int(row[1])}) of {dtype} {dims_of}")
+        rows.append(f"rank {rank}: {what}(argument {int(row[1])}) of {dtype_name} {dims_of}")
     raise ValueError(
         f"{collective}: the ranks disagree on what to do (each must call the same collective "
         f"with the same op or root on tensors of one dtype and shape): " + "; ".join(rows)
@@ -372,6 +429,6 @@ def reduce_scatter(
 
 
 def barrier(group: ProcessGroup | None = None) -> None:
-    """Wait until every rank has reached this call."""
-    (group if group is not None else default_group()).barrier()
-
+    """Wait until every rank has reached this call (raising as the other collectives do
+    when a rank does not come)."""
+    _agree(group if group is not None else default_group(), "barrier", 0, None)

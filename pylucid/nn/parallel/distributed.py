@@ -140,7 +140,13 @@ class _Reducer:
         self.ready.add(position)
         self.pending[self.bucket_of[position]] -= 1
         while self.step_unfinished() and self.pending[self.next_bucket] == 0:
-            self.reduce(self.next_bucket)
+            try:
+                self.reduce(self.next_bucket)
+            except BaseException:
+                # (a failed collective: the step is over; its error leaves backward, and the
+                # next forward must not report the buckets it left as unused parameters)
+                self.abandon_step()
+                raise
             self.next_bucket += 1
 
     def reduce(self, b: int) -> None:
