@@ -1,14 +1,18 @@
 """The launcher (``python -m pylucid.distributed.launch``) and the distributed benchmark's
-plumbing: command lines, exit statuses, the error without mpiexec, the worker's JSON and the
-step-time model. Nothing here times anything: speed is measured by ``python -m pylucid bench
---distributed``, not by tests."""
+plumbing: command lines, exit statuses, the error without mpiexec, how the launcher judges
+the ranks' ends (its monitor, and 2-rank jobs of ``distributed_scripts/faults.py`` where a
+rank vanishes, finishes early or stalls), the worker's JSON and the step-time model.
+Nothing here times anything but how soon a failure ends the job: speed is measured by
+``python -m pylucid bench --distributed``, not by tests."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -18,8 +22,9 @@ import pytest
 
 from pylucid.__main__ import main as pylucid_main
 from pylucid.bench import distributed as bench_distributed
-from pylucid.distributed import launch
+from pylucid.distributed import launch, monitor
 
+SCRIPTS = Path(__file__).parent / "distributed_scripts"
 MPI_MISSING = "mpi4py/mpich not installed (pip install -e '.[distributed]')"
 
 
@@ -83,7 +88,7 @@ def test_print_command_mpi(fake_launchers: None, capsys: pytest.CaptureFixture[s
         "hosts",
         sys.executable,
         "-m",
-        "mpi4py",  # (aborts the job when the script fails or exits non-zero)
+        "pylucid.distributed.run",  # (reports how the rank ended; a failure aborts the job)
         "train.py",
         "--lr",
         "0.1",
@@ -100,6 +105,8 @@ def test_print_command_mlx(fake_launchers: None, capsys: pytest.CaptureFixture[s
         "--backend",
         "ring",
         sys.executable,
+        "-m",
+        "pylucid.distributed.run",
         "train.py",
         "x",
     ]
@@ -117,7 +124,7 @@ def test_print_command_of_a_module(
         "2",
         sys.executable,
         "-m",
-        "mpi4py",
+        "pylucid.distributed.run",
         "-m",
         "pkg.train",
         "--print-command",
@@ -183,6 +190,172 @@ def test_mlx_job_status_is_a_failed_ranks(rank_script: Path) -> None:
     # MLX's own launcher exits 0 whatever the ranks did; the launcher reads its log.
     assert launch.launch(str(rank_script), ["0"], n=2, backend="mlx") == 0
     assert launch.launch(str(rank_script), ["3"], n=2, backend="mlx") == 3
+
+
+# -- how the launcher judges the ranks' ends ---------------------------------------------------
+class FakeRank:
+    """A rank's runner, as the monitor sees it: a connection and its reports."""
+
+    def __init__(self, watched: monitor.Monitor, rank: int, token: str | None = None) -> None:
+        host, port, real = watched.environment()[monitor.ENVIRONMENT].rsplit(":", 2)
+        self.connection = socket.create_connection((host, int(port)))
+        self.send(f"hello {token or real} {rank} {1000 + rank} node\n")
+
+    def send(self, line: str) -> None:
+        self.connection.sendall(line.encode())
+        time.sleep(0.05)  # (each event seen on its own, in order)
+
+    def exit(self, status: int, reason: str = "") -> None:
+        self.send(f"exit {status} {time.time()} {reason}\n")
+
+    def close(self) -> None:
+        self.connection.close()
+        time.sleep(0.05)
+
+
+def _judged(
+    events: list[tuple[int, str]], job_status: int, ranks: int = 2
+) -> tuple[int, list[str]]:
+    """The verdict of a monitor that saw ``events`` ((rank, "exit S REASON" | "left" |
+    "close"), in order) from ``ranks`` ranks, each connected first, for a job of
+    ``job_status``."""
+    watched = monitor.Monitor(ranks)
+    watched.start()
+    connections = {rank: FakeRank(watched, rank) for rank in range(ranks)}
+    for rank, event in events:
+        connection = connections[rank]
+        if event == "close":
+            connection.close()
+        elif event == "left":
+            connection.send("left\n")
+        else:
+            _, status, reason = (event.split(" ", 2) + [""])[:3]
+            connection.exit(int(status), reason)
+    for connection in connections.values():
+        connection.close()
+    watched.stop()
+    return watched.verdict(job_status)
+
+
+def test_monitor_every_rank_finished_is_success() -> None:
+    assert _judged([(0, "exit 0"), (1, "exit 0")], 0) == (0, [])
+    # a rank that left its group, then ended without returning (os._exit after destroy())
+    assert _judged([(0, "exit 0"), (1, "left"), (1, "close")], 0) == (0, [])
+
+
+def test_monitor_a_rank_that_vanishes_fails_the_job() -> None:
+    status, lines = _judged([(1, "close"), (0, "exit 0")], 0)
+    assert status == 1
+    assert lines == [
+        "launch: rank 1 (pid 1001 on node) ended without returning from its script (os._exit, "
+        "a signal or a crash; the job's exit status: 0), while rank 0 was still running",
+        "launch: the job failed (exit status 1)",
+    ]
+
+
+def test_monitor_names_the_rank_that_ended_first_and_the_failures() -> None:
+    events = [(2, "exit 0"), (0, "exit 1 RankLeftError: all_reduce: rank 2 left"), (1, "close")]
+    status, lines = _judged(events, 1, ranks=3)
+    assert status == 1
+    assert lines == [
+        "launch: rank 2 (pid 1002 on node) finished its script (exit status 0), while ranks 0, "
+        "1 were still running",
+        "launch: rank 0 (pid 1000 on node) exited with status 1, while rank 1 was still "
+        "running: RankLeftError: all_reduce: rank 2 left",
+        "launch: rank 1 (pid 1001 on node) ended without returning from its script (ended with "
+        "the job, or crashed)",
+        "launch: the job failed (exit status 1)",
+    ]
+
+
+def test_monitor_ignores_strangers_and_names_silent_ranks() -> None:
+    watched = monitor.Monitor(2)
+    watched.start()
+    stranger = FakeRank(watched, 1, token="wrong")
+    rank0 = FakeRank(watched, 0)
+    rank0.exit(3, "sys.exit(3)")
+    rank0.close()
+    stranger.close()
+    watched.stop()
+    assert watched.verdict(3) == (3, [
+        "launch: rank 0 (pid 1000 on node) exited with status 3: sys.exit(3)",
+        "launch: rank(s) 1 never reported to the launcher (not started under "
+        "pylucid.distributed.run, or it could not connect); how they ended is not known",
+        "launch: the job failed (exit status 3)",
+    ])  # fmt: skip
+
+
+def _launch_faults(mode: str) -> tuple[subprocess.CompletedProcess, float]:
+    """The launcher's run of 2 ranks of ``faults.py MODE``, and the seconds from the fault
+    (its ``FAULT AT`` stamp; NaN without one) to the launcher's exit."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pylucid.distributed.launch", "-n", "2", "--timeout", "60",
+         str(SCRIPTS / "faults.py"), mode],
+        capture_output=True, text=True, timeout=90, check=False,
+        env={**os.environ, "NUMBA_NUM_THREADS": "1"},
+    )  # fmt: skip
+    ended = time.time()
+    stamps = re.findall(r"FAULT AT (\S+)", done.stdout)
+    return done, ended - float(stamps[0]) if stamps else float("nan")
+
+
+@needs_mpi
+def test_a_rank_that_vanishes_with_status_0_fails_the_job() -> None:
+    # rank 1 calls os._exit(0) in its loop: mpiexec ends rank 0 and exits 0
+    done, elapsed = _launch_faults("vanish")
+    assert done.returncode == 1, done.stderr
+    assert re.search(
+        r"launch: rank 1 \(pid \d+ on .+\) ended without returning from its script "
+        r"\(os\._exit, a signal or a crash; the job's exit status: 0\), while rank 0 was "
+        r"still running\n",
+        done.stderr,
+    ), done.stderr
+    assert "launch: the job failed (exit status 1)" in done.stderr
+    assert "rank 0 finished" not in done.stdout
+    assert elapsed < 20, f"the job ended {elapsed:.1f} s after the fault"
+
+
+@needs_mpi
+def test_a_collective_after_a_rank_finished_raises_at_once() -> None:
+    # no timeout is set: rank 1's notice that it left makes rank 0's extra all_reduce raise
+    done, elapsed = _launch_faults("extra")
+    assert done.returncode == 1, done.stderr
+    assert "RankLeftError: all_reduce: rank 1 left the process group" in done.stderr
+    assert re.search(
+        r"launch: rank 1 \(pid \d+ on .+\) finished its script \(exit status 0\), while "
+        r"rank 0 was still running\nlaunch: rank 0 \(pid \d+ on .+\) exited with status 1: "
+        r"RankLeftError: all_reduce: rank 1 left the process group \(its script ended or it "
+        r"called destroy\(\)\) after its collective 11; this is collective 12 on rank 0",
+        done.stderr,
+    ), done.stderr
+    assert elapsed < 20, f"the job ended {elapsed:.1f} s after the extra collective"
+
+
+@needs_mpi
+def test_a_rank_that_finishes_early_is_not_a_failure() -> None:
+    # rank 1 finishes while rank 0 works on without a collective, then finishes too
+    done, _ = _launch_faults("early")
+    assert done.returncode == 0, done.stderr
+    assert sorted(re.findall(r"rank \d finished", done.stdout)) == [
+        "rank 0 finished",
+        "rank 1 finished",
+    ]
+    assert "launch:" not in done.stderr
+
+
+@needs_mpi
+def test_a_stalled_collective_ends_the_job_after_the_timeout() -> None:
+    # rank 1 stops after the arrival, in the data phase: rank 0's watchdog ends the job
+    done, elapsed = _launch_faults("stall")
+    assert done.returncode == 1, done.stderr
+    message = (
+        "TimeoutError: all_reduce: rank 0 waited 2 s (the process group's timeout) in "
+        "collective 2, which every rank had entered"
+    )
+    assert message in done.stderr
+    assert re.search(r"launch: rank 0 \(pid \d+ on .+\) exited with status 1, while rank 1 was "
+                     r"still running: " + re.escape(message), done.stderr), done.stderr  # fmt: skip
+    assert 2.0 <= elapsed < 20, f"the job ended {elapsed:.1f} s after the fault"
 
 
 def test_parse_worker_output() -> None:

@@ -2,14 +2,22 @@
 
 The launcher writes no transport of its own: with ``--backend mpi`` (the default) it runs
 the ``mpiexec`` of the ``mpich`` wheel (found next to ``sys.executable``, else on PATH),
-``mpiexec -n N [-f HOSTFILE] python script.py ARGS``; with ``--backend mlx`` it runs MLX's
-launcher, ``mlx.launch -n N --backend ring [--hostfile HOSTFILE] python script.py ARGS``.
-Each rank's ``pylucid.distributed.init()`` then finds the group it was started in.
+``mpiexec -n N [-f HOSTFILE] python -m pylucid.distributed.run script.py ARGS``; with
+``--backend mlx`` it runs MLX's launcher, ``mlx.launch -n N --backend ring [--hostfile
+HOSTFILE] python -m pylucid.distributed.run script.py ARGS``. Each rank's
+``pylucid.distributed.init()`` then finds the group it was started in.
 
-The launcher exits with the job's status: 0 when every rank succeeded, else a failed rank's
-status (MLX's launcher itself always exits 0, so its log lines about failed ranks are read);
-124 when ``--timeout`` ended the job. ``--print-command`` prints the command line instead of
-running it (to paste into a cluster's job script).
+Each rank runs under :mod:`pylucid.distributed.run`, which reports to the launcher (a
+:class:`pylucid.distributed.monitor.Monitor` it listens with) how the rank's script ended.
+The launcher exits with the job's status: 0 when every rank finished its script and the
+launched command succeeded; otherwise non-zero, naming on stderr each rank that did not
+finish and the rank that ended first, with how each ended and which ranks were still
+running then. A rank whose process ended without returning from its script (``os._exit``,
+a signal, a crash) fails the job even with status 0. The status is a failed rank's (MLX's
+launcher itself always exits 0, so its log lines about failed ranks are read), or 1 when
+nothing failed with a status of its own; 124 when ``--timeout`` ended the job.
+``--print-command`` prints the command line instead of running it (to paste into a
+cluster's job script).
 
 Hostfiles differ by backend: MPICH's hydra reads lines ``host:slots`` (``-f``); MLX reads
 its JSON hostfile (one rank per host entry; ``-n`` is then ignored by MLX).
@@ -23,12 +31,15 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
+
+from pylucid.distributed.monitor import Monitor
 
 __all__ = [
     "BACKENDS",
@@ -143,17 +154,17 @@ def command(
         raise ValueError(f"launch: backend must be one of {BACKENDS}, got {backend!r}")
     if n < 1:
         raise ValueError(f"launch: the number of processes must be at least 1, got {n}")
-    target = [*(["-m"] if module else []), script, *args]
+    # Each rank runs under pylucid.distributed.run: it reports how the script ended to the
+    # launcher, and aborts the job when the script fails (an exception, a non-zero
+    # sys.exit): otherwise an MPI rank that exits blocks in MPI_Finalize while the others
+    # wait in a collective, for ever.
+    ranks = [sys.executable, "-m", "pylucid.distributed.run", *(["-m"] if module else []),
+             script, *args]  # fmt: skip
     where = [] if hostfile is None else [os.fspath(hostfile)]
     if backend == "mpi":
-        # Each rank runs under ``python -m mpi4py``, which aborts the job when the script
-        # leaves by an exception or a non-zero sys.exit: otherwise a rank that exits blocks
-        # in MPI_Finalize while the others wait in a collective, for ever.
-        ranks = [sys.executable, "-m", "mpi4py", *target]
         return [find_mpiexec(), "-n", str(n), *(["-f", *where] if where else []), *ranks]
     hosts = ["--hostfile", *where] if where else []
-    return [find_mlx_launch(), "-n", str(n), "--backend", "ring", *hosts, sys.executable,
-            *target]  # fmt: skip
+    return [find_mlx_launch(), "-n", str(n), "--backend", "ring", *hosts, *ranks]
 
 
 def launch(
@@ -168,8 +179,10 @@ def launch(
 ) -> int:
     """Run ``script`` on ``n`` ranks and wait for the job; return its exit status.
 
-    The ranks inherit this process's standard streams and environment. SIGINT and SIGTERM
-    sent to this process (from the main thread's point of view) are passed on to the job.
+    The ranks inherit this process's standard streams and environment (and the address of
+    the launcher's monitor, ``PYLUCID_MONITOR``). SIGINT and SIGTERM sent to this process
+    (from the main thread's point of view) are passed on to the job. When the job fails,
+    what each rank that did not finish did is written to stderr (see the module's notes).
 
     Parameters
     ----------
@@ -182,8 +195,10 @@ def launch(
     Returns
     -------
     int
-        0 when every rank succeeded; else a failed rank's status (128 + the signal for a
-        rank killed by one), or :data:`TIMEOUT_STATUS`.
+        0 when every rank finished its script and the launched command exited 0; else a
+        failed rank's status (128 + the signal for a rank killed by one), 1 when there is
+        none (a rank that ended with status 0 without finishing), or
+        :data:`TIMEOUT_STATUS`.
 
     Raises
     ------
@@ -199,7 +214,9 @@ def launch(
     if timeout is not None and timeout <= 0:
         raise ValueError(f"launch: timeout must be positive seconds, got {timeout}")
     argv = command(script, args, n, backend=backend, hostfile=hostfile, module=module)
-    return _run(argv, timeout, watch_mlx_log=backend == "mlx")
+    # (ranks on other machines reach the monitor by this machine's name)
+    monitor = Monitor(n, host=None if hostfile is None else socket.getfqdn())
+    return _run(argv, timeout, watch_mlx_log=backend == "mlx", monitor=monitor)
 
 
 def _status(returncode: int) -> int:
@@ -227,12 +244,17 @@ def _echo_mlx_log(stream: IO[bytes], failures: list[int | None]) -> None:
             failures.append(None if found[2] is None else _status(int(found[2])))
 
 
-def _run(argv: list[str], timeout: float | None, watch_mlx_log: bool) -> int:
-    """Run the job in a process group of its own (so it can be ended whole) and wait."""
+def _run(argv: list[str], timeout: float | None, watch_mlx_log: bool, monitor: Monitor) -> int:
+    """Run the job in a process group of its own (so it can be ended whole), with
+    ``monitor`` listening, and wait; report the ranks that did not finish."""
     sys.stdout.flush()
     sys.stderr.flush()
+    monitor.start()
     process = subprocess.Popen(
-        argv, start_new_session=True, stderr=subprocess.PIPE if watch_mlx_log else None
+        argv,
+        start_new_session=True,
+        stderr=subprocess.PIPE if watch_mlx_log else None,
+        env={**os.environ, **monitor.environment()},
     )
     failures: list[int | None] = []
     reader = None
@@ -261,20 +283,27 @@ def _run(argv: list[str], timeout: float | None, watch_mlx_log: bool) -> int:
             signal.signal(sig, handler)
         if reader is not None:
             reader.join()
+        monitor.stop()
     if returncode is None:
         return TIMEOUT_STATUS
+    status = _status(returncode)
     if failures and returncode == 0:
-        return next((status for status in failures if status is not None), 1)
-    return _status(returncode)
+        status = next((failed for failed in failures if failed is not None), 1)
+    status, lines = monitor.verdict(status)
+    for line in lines:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    return status
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pylucid.distributed.launch",
-        description="Start a script on N processes: mpiexec -n N python SCRIPT ARGS (MPICH; the "
-        "default) or mlx.launch -n N --backend ring python SCRIPT ARGS (--backend mlx). Exits "
-        "with the job's status: 0 when every rank succeeded, else a failed rank's status, 124 "
-        "when --timeout ended the job.",
+        description="Start a script on N processes: mpiexec -n N python -m "
+        "pylucid.distributed.run SCRIPT ARGS (MPICH; the default) or mlx.launch -n N --backend "
+        "ring python -m pylucid.distributed.run SCRIPT ARGS (--backend mlx). Exits with the "
+        "job's status: 0 when every rank finished its script, else non-zero (a failed rank's "
+        "status, or 1), naming the ranks that did not finish; 124 when --timeout ended the job.",
         epilog="Examples: python -m pylucid.distributed.launch -n 2 train.py --epochs 3; "
         "... -n 8 --hostfile hosts train.py (hosts: lines 'host:slots'); "
         "... -n 2 --print-command train.py (print the command line only).",
