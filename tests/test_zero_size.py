@@ -19,9 +19,7 @@ float32:
 Where PyTorch itself fails on a zero-size input - its backward of ``pixel_shuffle`` returns a
 gradient of the wrong shape, its affine ``instance_norm`` indexes an empty batch - pylucid
 gives what the math gives (empty outputs, empty gradients, zeros for the parameters), and
-the case says so. The cases that still differ from PyTorch in files outside this sweep's
-fixes are marked ``xfail(strict=True)`` with the reason (:data:`KNOWN`), so that they are
-unmarked when fixed.
+the case says so.
 """
 
 from __future__ import annotations
@@ -239,27 +237,9 @@ def _pair(arrays: list[np.ndarray], device: str, grad: bool = True) -> tuple[lis
     return ours, theirs
 
 
-_EMPTY_BATCH_NORM = (
-    "pylucid.ops.normalization.batch_norm refuses an empty batch in training (count <= 1); "
-    "PyTorch refuses only count == 1: it returns an empty output, leaves the running "
-    "statistics as they were and counts the batch in num_batches_tracked"
-)
-#: Cases that differ from PyTorch in code outside this sweep's fixes, by the prefix of their
-#: id: each fails (``xfail(strict=True)``) until that code is fixed.
-KNOWN: dict[str, str] = {
-    "median(x)-": "pylucid.ops.sorting: median of no elements raises; PyTorch gives nan",
-    "nanmedian(x)-": "pylucid.ops.sorting: nanmedian of no elements raises; PyTorch gives nan",
-    "BatchNorm1d-train": _EMPTY_BATCH_NORM,
-    "BatchNorm1d-3d-train": _EMPTY_BATCH_NORM,
-    "BatchNorm2d-train": _EMPTY_BATCH_NORM,
-}
-
-
 def _param(values: tuple[Any, ...], case_id: str) -> Any:
-    """A parameter set, ``xfail`` where :data:`KNOWN` names its id."""
-    reasons = [reason for prefix, reason in KNOWN.items() if case_id.startswith(prefix)]
-    marks = [pytest.mark.xfail(strict=True, reason=reasons[0])] if reasons else []
-    return pytest.param(*values, id=case_id, marks=marks)
+    """A parameter set named ``case_id``."""
+    return pytest.param(*values, id=case_id)
 
 
 # -- the op database ---------------------------------------------------------------------------

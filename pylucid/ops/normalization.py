@@ -164,6 +164,8 @@ def batch_norm(
     1, and updates ``running_mean`` and ``running_var`` (where given) in place, without
     gradient: ``running = (1 - momentum) running + momentum batch``, the variance unbiased
     there. Otherwise it normalises by the running statistics, which must then be given.
+    One value per channel in training raises (no variance), as in PyTorch; an empty batch
+    gives an empty result and leaves the running statistics unchanged.
 
     .. math:: y = \frac{x - \mu}{\sqrt{\sigma^2 + \varepsilon}}\, w + b
     """
@@ -188,8 +190,8 @@ def batch_norm(
         )
     if training:
         axes = (0, *range(2, input.ndim))
-        count = input.numel() // channels
-        if count <= 1:
+        count = input.numel() // channels if channels else 0
+        if count == 1:
             raise ValueError(
                 f"batch_norm: expected more than 1 value per channel when training, got "
                 f"input of shape {input.shape}"
@@ -197,7 +199,8 @@ def batch_norm(
         mean = input.mean(axis=axes, keepdims=True)
         centred = input - mean
         var = (centred * centred).mean(axis=axes, keepdims=True)
-        _update_running(running_mean, running_var, mean, var, count, momentum)
+        if count:  # (an empty batch leaves the running statistics as they are, as PyTorch)
+            _update_running(running_mean, running_var, mean, var, count, momentum)
     else:
         mean, var = running_mean.reshape(broadcast), running_var.reshape(broadcast)
         centred = input - mean

@@ -22,6 +22,7 @@ the cases the tests compare (PyTorch documents the index among ties as unspecifi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -180,13 +181,22 @@ def _mode_position(values: np.ndarray, order: np.ndarray) -> np.ndarray:
     return np.argmax(length, axis=-1)[..., None]
 
 
+def _whole(op: str, along: Any, x: Tensor) -> Tensor:
+    """The statistic of all elements of ``x`` (a 0-d tensor): NaN for no elements, as
+    PyTorch (with an empty gradient)."""
+    require_tensor(op, "x", x)
+    if x.numel() == 0:
+        return x.reshape(-1).sum() * math.nan
+    return along(x.reshape(-1), 0).values
+
+
 @tensor_method
 def median(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """PyTorch's ``median``: of all elements (a 0-d tensor) when ``dim`` is None, else the
     named tuple ``(values, indices)`` along ``dim``. The lower of the two middle values for
     an even count; NaN where the slice holds NaN. See the module for the gradient."""
     if dim is None:
-        return median(x.reshape(-1), 0).values
+        return _whole("median", median, x)
     return _order_statistic("median", return_types.median, x, dim, keepdim, _median_position)
 
 
@@ -194,7 +204,7 @@ def median(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
 def nanmedian(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """:func:`median` ignoring NaN (NaN only for a slice of NaN alone)."""
     if dim is None:
-        return nanmedian(x.reshape(-1), 0).values
+        return _whole("nanmedian", nanmedian, x)
     return _order_statistic(
         "nanmedian", return_types.nanmedian, x, dim, keepdim, _nanmedian_position
     )
