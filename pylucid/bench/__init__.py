@@ -1,6 +1,8 @@
 """The benchmark suite: pylucid's kernels and ops against NumPy, PyTorch and MLX.
 
-Run it as ``python -m pylucid bench [--quick]`` (see :mod:`pylucid.bench.cli`) or from Python:
+Run it as ``python -m pylucid bench [--quick]`` (see :mod:`pylucid.bench.cli`; ``--quick`` is
+:meth:`Config.quick_config`, described at :data:`~pylucid.bench.runner.QUICK_SIZES`) or from
+Python:
 
 >>> from pylucid import bench
 >>> doc = bench.run(bench.Config.quick_config(sizes=(1000,), jit=False))  # doctest: +SKIP
@@ -34,9 +36,12 @@ The document :func:`run` returns (and ``bench.json`` holds)::
                   (start), load_average_end (the very end: with the contention check, it
                   counts the competitor), env {OPENBLAS_CORETYPE, OMP_NUM_THREADS, ...}
     busy          load_average_start, load_average_end (before the contention check's
-                  competitor started, if it ran), threshold (0.5 x cpu_count), busy (a
-                  1-minute load above the threshold at either; null without load
-                  averages), warning (a sentence when busy, else null)
+                  competitor started, if it ran), threshold (0.5 x cpu_count), others_cpu
+                  {cases, programs}: the share of this process's CPUs other processes used
+                  while the cases / the same-process programs were timed (null off Linux),
+                  busy_share (0.25), busy (a share above busy_share, or a 1-minute load
+                  above the threshold at the start - or at the end, where no share was
+                  measured; null with neither), warning (a sentence when busy, else null)
     bandwidth     threads, bytes (per copy, read + write), gbps (median), gbps_best (min),
                   median_s, min_s; measured before the cases (null: cases not run)
     bandwidth_end the same, measured after them (a drift check on a busy machine)
@@ -55,6 +60,8 @@ The document :func:`run` returns (and ``bench.json`` holds)::
                     bandwidth_fraction   gbps / copy_gbps
                     vs_numpy, vs_torch   NumPy's (PyTorch's) median / this median: the
                                speed-up over that library (null where it was not timed)
+                    others_cpu the share of the CPUs other processes used while the case
+                               (all its implementations) was timed (null off Linux)
     jit           null, {op, error} if a probe failed, or {op, cold: {...}, warm: {...},
                   warm_runs}; each of cold and warm
                   has import_deps_s, import_pylucid_s, first_forward_s, first_backward_s,
@@ -76,8 +83,11 @@ The document :func:`run` returns (and ``bench.json`` holds)::
                                         calls, the libraries interleaved batch by batch
                       number, repeats, samples_s (per unit, of each batch)
                       time_over_torch   this median / PyTorch's (null without PyTorch)
+                      others_cpu        as for the cases, while the scenario was timed
       isolated      null or the same rows, each timed in a fresh process of its own, with
                     process {pid, os_threads (null off Linux), imported (of torch, mlx)}
+      others_cpu    the share of the CPUs other processes used during same_process (null:
+                    not run, or off Linux)
       contention    null or:
         ops             {op: what it computes}: exp_1797x10_float64, log2_3e5_float32,
                         mul_sum_3e5_float32

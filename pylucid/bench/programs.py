@@ -72,6 +72,7 @@ import pylucid as pl
 from pylucid.bench.cases import load_libraries
 from pylucid.bench.compiled import COMPILED_SCENARIOS, COMPILED_WARMUP, build_compiled_program
 from pylucid.bench.layers import LAYER_SCENARIOS, build_layer_program
+from pylucid.bench.load import others_share, snapshot
 from pylucid.bench.report import format_time
 from pylucid.bench.timing import Measurement, TimerConfig, measure
 from pylucid.bench.training import TRAINING_SCENARIOS, build_training_program
@@ -418,7 +419,9 @@ def load_program_libraries(libraries: Sequence[str]) -> tuple[dict[str, Any], di
     return modules, skipped
 
 
-def _row(scenario: Scenario, library: str, m: Measurement) -> dict[str, Any]:
+def _row(
+    scenario: Scenario, library: str, m: Measurement, others: float | None
+) -> dict[str, Any]:
     per = scenario.ops_per_call
     return {
         "scenario": scenario.name,
@@ -431,6 +434,7 @@ def _row(scenario: Scenario, library: str, m: Measurement) -> dict[str, Any]:
         "repeats": len(m.samples_s),
         "samples_s": [t / per for t in m.samples_s],
         "time_over_torch": None,  # set once every library of the scenario is timed
+        "others_cpu": others,
     }
 
 
@@ -491,6 +495,7 @@ def time_scenarios(
     with _threads(threads, modules.get("torch")):
         for name in scenarios:
             scenario = SCENARIOS[name]
+            before = snapshot()
             programs = {}
             for library, module in modules.items():
                 try:
@@ -498,11 +503,12 @@ def time_scenarios(
                 except Exception as exc:  # a broken program is reported, not fatal
                     errors.append(_error("same_process", name, library, exc))
             measured, failed = measure(programs, _timer_for(name, timer))
+            others = others_share(before, snapshot())
             errors += [
                 {"mode": "same_process", "scenario": name, "library": lib, "error": e}
                 for lib, e in failed.items()
             ]
-            timed = [_row(scenario, library, m) for library, m in measured.items()]
+            timed = [_row(scenario, library, m, others) for library, m in measured.items()]
             rows += timed
             if note is not None:
                 note(f"{name} (same process): {_summary(timed)}")
@@ -910,9 +916,12 @@ def run_programs(
         "same_process": None,
         "isolated": None,
         "contention": None,
+        "others_cpu": None,
     }
     if "same_process" in modes:
+        before = snapshot()
         section["same_process"], errors = time_scenarios(scenarios, modules, threads, timer, note)
+        section["others_cpu"] = others_share(before, snapshot())
         section["errors"] += errors
     if "isolated" in modes:
         section["isolated"], errors = time_isolated(scenarios, list(modules), threads, timer, note)

@@ -36,12 +36,16 @@ from pylucid.bench.cases import (
     make_inputs,
 )
 from pylucid.bench.jit_cost import jit_cost
+from pylucid.bench.load import BUSY_SHARE, others_share, snapshot
 from pylucid.bench.programs import LIBRARIES, MODES, SCENARIOS, run_programs
 from pylucid.bench.report import format_size, format_time
 from pylucid.bench.timing import TimerConfig, measure
 
 __all__ = [
     "BUSY_LOAD_PER_CPU",
+    "QUICK_DTYPES",
+    "QUICK_IMPLS",
+    "QUICK_SCENARIOS",
     "QUICK_SIZES",
     "SCHEMA",
     "SIZES",
@@ -52,14 +56,25 @@ __all__ = [
 ]
 
 #: Version 2 added the program scenarios (``programs``), ``busy``, and runs without the
-#: per-op cases (``bandwidth`` null).
+#: per-op cases (``bandwidth`` null); rows' and ``busy``'s ``others_cpu`` came later
+#: without a new version (readers treat a missing one as unmeasured).
 SCHEMA = "pylucid-bench/2"
 #: Element counts of the full run: two where per-call overhead dominates, then 1e3 to 6.4e7
 #: (256 MB of float32: far beyond the caches, where only memory bandwidth counts).
 SIZES = (1, 10, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 64_000_000)
-QUICK_SIZES = (10, 10_000, 1_000_000, 10_000_000)
 #: float16 and bfloat16 are timed forward only (see :mod:`pylucid.bench.cases`).
 DTYPES = ALL_DTYPES
+#: ``--quick``, a first look: the per-call overhead (10 elements) and a size past the
+#: parallel threshold (1e6: 4 or 8 MB) in float32 and float64, against NumPy, PyTorch and
+#: MLX (no half dtypes, no NumPy ``out=``, no autocast: the full run has them); the eager
+#: chains (per-op overhead), the chain through ``pl.compile`` and an MLP step; a copy
+#: bandwidth on 64 MB arrays; no JIT probe. What is left out is also what a first run
+#: would have compiled: the half kernels, the probe's own empty cache, and the compiled MLP
+#: step's modules, optimizer and tape (2.8 s of CPU on the 2-core development VM).
+QUICK_SIZES = (10, 1_000_000)
+QUICK_DTYPES = ("float32", "float64")
+QUICK_IMPLS = ("pylucid", "pylucid.kernel", "numpy", "torch", "mlx")
+QUICK_SCENARIOS = ("chain_forward", "chain_forward_backward", "compiled_chain", "mlp_step")
 QUICK_TIMER = TimerConfig(target_s=0.02, repeats=3, warmup=1, slow_call_s=0.05)
 #: The machine counts as busy when its 1-minute load average exceeds this many per CPU.
 BUSY_LOAD_PER_CPU = 0.5
@@ -119,13 +134,18 @@ class Config:
 
     @classmethod
     def quick_config(cls, **overrides: Any) -> Config:
-        """The ``--quick`` configuration (under a minute), with ``overrides`` applied."""
+        """The ``--quick`` configuration (see :data:`QUICK_SIZES`), with ``overrides``
+        applied."""
         base = cls(
+            dtypes=QUICK_DTYPES,
             sizes=QUICK_SIZES,
+            impls=QUICK_IMPLS,
             timer=QUICK_TIMER,
-            bandwidth_bytes=256 << 20,
+            bandwidth_bytes=64 << 20,
+            jit=False,
             jit_warm_runs=1,
             quick=True,
+            scenarios=QUICK_SCENARIOS,
         )
         return replace(base, **overrides)
 
@@ -167,30 +187,62 @@ def _numba_threading_layer() -> str | None:
         return None
 
 
-def busy_check(start: list[float] | None, end: list[float] | None) -> dict[str, Any]:
-    """Whether the machine was busy: a 1-minute load average above
-    :data:`BUSY_LOAD_PER_CPU` x the CPU count at the start or the end of the run.
+def busy_check(
+    start: list[float] | None,
+    end: list[float] | None,
+    others: dict[str, float | None] | None = None,
+) -> dict[str, Any]:
+    """Whether the machine was busy while the run timed things.
+
+    It was when other processes used more than :data:`~pylucid.bench.load.BUSY_SHARE` of
+    the CPUs during a part of the run (``others``, measured on Linux), or when the 1-minute
+    load average exceeded :data:`BUSY_LOAD_PER_CPU` x the CPU count at the start - or at
+    the end, where no share was measured (the average at the end counts this run's own
+    threads, so it only stands in for the shares).
+
+    Parameters
+    ----------
+    start, end : list of float or None
+        The load averages (1, 5, 15 minutes) at the start and the end of the run.
+    others : dict of str to float or None, optional
+        Part of the run (``"cases"``, ``"programs"``) -> the share of the CPUs other
+        processes used while it ran (None: not measured).
 
     Returns
     -------
     dict
-        ``load_average_start``, ``load_average_end``, ``threshold``, ``busy`` (bool, None
-        without load averages) and ``warning`` (a sentence, or None when not busy).
+        ``load_average_start``, ``load_average_end``, ``threshold`` (of the load average),
+        ``others_cpu`` (``others``), ``busy_share`` (the share's threshold), ``busy``
+        (bool, None with neither load averages nor shares) and ``warning`` (a sentence, or
+        None when not busy).
     """
     threshold = BUSY_LOAD_PER_CPU * (os.cpu_count() or 1)
-    loads = [load[0] for load in (start, end) if load]
-    busy = any(load > threshold for load in loads) if loads else None
+    shares = {part: share for part, share in (others or {}).items() if share is not None}
+    loads = [load[0] for load in ((start, end) if not shares else (start,)) if load]
+    busy_parts = {part: share for part, share in shares.items() if share > BUSY_SHARE}
+    high_loads = [load for load in loads if load > threshold]
+    busy = bool(busy_parts or high_loads) if shares or loads else None
     warning = None
     if busy:
+        reasons = []
+        if busy_parts:
+            during = ", ".join(f"{100 * v:.0f}% during the {k}" for k, v in busy_parts.items())
+            reasons.append(f"other processes' share of the CPUs: {during}")
+        if high_loads:
+            reasons.append(
+                f"1-minute load average {max(high_loads):.2f}, above {threshold:.2f} "
+                f"({BUSY_LOAD_PER_CPU} x {os.cpu_count()} CPUs)"
+            )
         warning = (
-            f"the machine was busy: 1-minute load average {max(loads):.2f} above "
-            f"{threshold:.2f} ({BUSY_LOAD_PER_CPU} x {os.cpu_count()} CPUs); other processes "
-            f"took CPU time, so the timings are pessimistic and noisy"
+            f"the machine was busy ({'; '.join(reasons)}): the timings are pessimistic "
+            f"and noisy"
         )
     return {
         "load_average_start": start,
         "load_average_end": end,
         "threshold": threshold,
+        "others_cpu": dict(others or {}),
+        "busy_share": BUSY_SHARE,
         "busy": busy,
         "warning": warning,
     }
@@ -327,9 +379,13 @@ def run(
     if config.fresh_processes < 1:
         raise ValueError(f"fresh_processes must be at least 1, not {config.fresh_processes}")
     ops = _resolve_ops(config.ops)
-    libs = load_libraries(config.impls)
     started = time.perf_counter()
+    libs = load_libraries(config.impls)
     previous = _set_threads(config.threads, libs.torch)
+    # The libraries' own objects (a few hundred thousand with PyTorch and MLX) are left out
+    # of the collections between cases, which would otherwise take 0.2 s each.
+    gc.collect()
+    gc.freeze()
     try:
         doc: dict[str, Any] = {
             "schema": SCHEMA,
@@ -341,8 +397,11 @@ def run(
         doc["config"]["ops"] = list(ops)
         total = len(ops) * len(config.sizes) * sum(len(_kinds(config, d)) for d in config.dtypes)
         bar = _Progress(progress, total if config.cases else 0)
+        others: dict[str, float | None] = {}
         if config.cases:
+            before = snapshot()
             _bandwidth_and_cases(config, ops, libs, bar, doc)
+            others["cases"] = others_share(before, snapshot())
         else:
             doc.update(bandwidth=None, bandwidth_end=None, copy_gbps=None)
             doc["results"], doc["errors"], doc["missing"] = [], [], []
@@ -366,6 +425,7 @@ def run(
                 config.fresh_processes,
                 bar.note,
             )
+            others["programs"] = doc["programs"]["others_cpu"]
         else:
             doc["programs"] = None
         doc["environment"]["load_average_end"] = _load_average()
@@ -373,11 +433,12 @@ def run(
         contention = (doc["programs"] or {}).get("contention")
         # The competitor of the contention check would count: its load before it started.
         end = contention["load_average_before"] if contention else _load_average()
-        doc["busy"] = busy_check(doc["environment"]["load_average"], end)
+        doc["busy"] = busy_check(doc["environment"]["load_average"], end, others)
         if doc["busy"]["warning"]:
             bar.note(f"warning: {doc['busy']['warning']}")
         doc["elapsed_s"] = time.perf_counter() - started
     finally:
+        gc.unfreeze()
         numba.set_num_threads(previous[0])
         if libs.torch is not None:
             libs.torch.set_num_threads(previous[1])
@@ -422,6 +483,7 @@ def _run_cases(
                 for kind in _kinds(config, dtype):
                     where = {"kind": kind, "op": op.name, "dtype": dtype, "size": size}
                     bar.start(f"{kind} {op.name} {dtype} {format_size(size)}")
+                    before = snapshot()
                     try:
                         calls, absent = build_case(kind, op, dtype, inputs, config.impls, libs)
                     except Exception as exc:  # a broken op is reported, not fatal
@@ -434,10 +496,11 @@ def _run_cases(
                         bar.finish("nothing to time")
                         continue
                     measured, failed = measure(calls, config.timer)
+                    others = others_share(before, snapshot())
                     del calls
                     gc.collect()
                     errors += [{**where, "impl": impl, "error": e} for impl, e in failed.items()]
-                    rows = _rows(where, case_bytes(kind, op, inputs), measured)
+                    rows = _rows(where, case_bytes(kind, op, inputs), measured, others)
                     results += rows
                     bar.finish("  ".join(f"{r['impl']} {format_time(r['median_s'])}" for r in rows))
                 del inputs
@@ -449,7 +512,9 @@ def _run_cases(
     return results, errors, listed
 
 
-def _rows(where: dict[str, Any], nbytes: int, measured: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(
+    where: dict[str, Any], nbytes: int, measured: dict[str, Any], others: float | None
+) -> list[dict[str, Any]]:
     baselines = {name: measured[name].median_s for name in ("numpy", "torch") if name in measured}
     rows = []
     for impl, m in measured.items():
@@ -468,6 +533,7 @@ def _rows(where: dict[str, Any], nbytes: int, measured: dict[str, Any]) -> list[
                 "bandwidth_fraction": None,  # set once the copy bandwidth is final
                 "vs_numpy": baselines["numpy"] / m.median_s if "numpy" in baselines else None,
                 "vs_torch": baselines["torch"] / m.median_s if "torch" in baselines else None,
+                "others_cpu": others,
             }
         )
     return rows
