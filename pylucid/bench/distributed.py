@@ -719,22 +719,24 @@ def _legend(section: dict[str, Any], stat: str) -> list[str]:
 
 
 def text(section: dict[str, Any], stat: str = "median") -> str:
-    """The section as plain-text tables."""
-    from pylucid.bench.report import _aligned
+    """The section as plain-text tables (lines of at most 100 characters)."""
+    from pylucid.bench.report import text_table, wrap
 
     parts = [
-        f"\n{title}\n{_aligned(header, body)}" for title, header, body in _tables(section, stat)
+        f"\n{wrap(title)}\n{text_table(header, body)}"
+        for title, header, body in _tables(section, stat)
     ]
-    return "\n\n" + "\n".join(["Distributed", *parts, "", *_legend(section, stat)])
+    legend = [wrap(line) for line in _legend(section, stat)]
+    return "\n\n" + "\n".join(["Distributed", *parts, "", *legend])
 
 
 def markdown(section: dict[str, Any], stat: str = "median") -> str:
     """The section as Markdown."""
-    from pylucid.bench.report import _markdown_table
+    from pylucid.bench.report import markdown_table
 
     parts = ["### Distributed"]
     for title, header, body in _tables(section, stat):
-        parts += ["", f"#### {title}", "", _markdown_table(header, body)]
+        parts += ["", f"#### {title}", "", markdown_table(header, body)]
     parts += [""] + [f"- {line}" for line in _legend(section, stat)]
     return "\n".join(parts) + "\n"
 

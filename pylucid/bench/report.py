@@ -1,8 +1,26 @@
 """Present a run: text and Markdown tables, the headline comparisons, JSON and a PNG plot.
 
-The program scenarios (:mod:`pylucid.bench.programs`) get one table per mode - a row per
-scenario, a column per library and pylucid's time over PyTorch's - and the contention check
-one of its own; a busy machine is warned about at the top.
+The per-op cases get one table per (op, kind): a row per (dtype, size), each
+implementation's time per call and the speed-up of pylucid over NumPy and PyTorch (the
+throughputs and fractions of the copy bandwidth of every row are in ``bench.json`` and the
+plot). The program scenarios (:mod:`pylucid.bench.programs`) get one table per mode - a row
+per scenario, a column per library and pylucid's time over PyTorch's - and the contention
+check one of its own.
+
+Plain-text lines are at most :data:`WIDTH` characters: a table wider than that is split
+into several, each repeating the row's key columns, and paragraphs are wrapped (Markdown is
+left to its renderer).
+
+What a figure is worth is said next to it:
+
+- a time whose batches spread widely (the slowest more than :data:`SPREAD_LIMIT` times the
+  fastest) is marked :data:`UNSTABLE`, as is a ratio computed from one;
+- a ratio beyond :data:`OP_RATIO_LIMIT` (an op) or :data:`PROGRAM_RATIO_LIMIT` (a program)
+  either way is marked :data:`IMPLAUSIBLE` and listed under the tables: no sound
+  measurement of this suite differs that much, so a compile or a stall was timed;
+- a row timed while other processes used more than
+  :data:`pylucid.bench.load.BUSY_SHARE` of the CPUs shows that share in a ``busy``
+  column, and a busy machine is warned about at the top.
 
 Everything here reads only the run's document (so a saved ``bench.json`` can be presented
 again on another machine); matplotlib is imported only to plot.
@@ -12,23 +30,52 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pylucid.bench.cases import ALL_IMPLS, HALF_DTYPES
+from pylucid.bench.load import BUSY_SHARE
 
 __all__ = [
+    "IMPLAUSIBLE",
+    "OP_RATIO_LIMIT",
+    "PROGRAM_RATIO_LIMIT",
+    "SPREAD_LIMIT",
+    "UNSTABLE",
+    "WIDTH",
+    "flags",
     "format_size",
     "format_time",
     "headlines",
     "markdown",
+    "markdown_table",
     "plot",
     "read_json",
+    "spread",
     "text",
+    "text_table",
     "with_stat",
+    "wrap",
     "write_json",
 ]
+
+#: Most characters in a line of the plain-text report.
+WIDTH = 100
+#: A row whose slowest timed batch took more than this many times its fastest is unstable.
+SPREAD_LIMIT = 1.5
+#: A ratio of an op's times (pylucid's against NumPy's or PyTorch's) beyond this, either
+#: way, is implausible: at 10 elements, where per-call overhead is all there is, pylucid's
+#: op takes 7 to 35 times NumPy's bare ufunc call; at 1e6 and more the libraries are
+#: within 10x of each other.
+OP_RATIO_LIMIT = 100.0
+#: The same for a program scenario's pylucid / PyTorch: the widest sound one, a compiled
+#: chain against PyTorch eager, is about 1 / 200.
+PROGRAM_RATIO_LIMIT = 1000.0
+#: The marks of unstable times and ratios, and of implausible ratios.
+UNSTABLE = "~"
+IMPLAUSIBLE = "!"
 
 
 def format_size(size: int) -> str:
@@ -53,6 +100,91 @@ def _ratio(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.2f}x" if value >= 0.1 or value == 0 else f"{value:.2g}x"
+
+
+def spread(row: dict[str, Any]) -> float | None:
+    """The slowest batch's time over the fastest's (None with fewer than two batches)."""
+    samples = row.get("samples_s") or []
+    if len(samples) < 2 or min(samples) <= 0:
+        return None
+    return max(samples) / min(samples)
+
+
+def _unstable(*rows: dict[str, Any] | None) -> bool:
+    return any(row is not None and (spread(row) or 1.0) > SPREAD_LIMIT for row in rows)
+
+
+def _time_cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "-"
+    return format_time(row["time_s"]) + (UNSTABLE if _unstable(row) else "")
+
+
+def _implausible(value: float | None, limit: float) -> bool:
+    return value is not None and value > 0 and not 1 / limit <= value <= limit
+
+
+def _ratio_cell(value: float | None, limit: float, *rows: dict[str, Any] | None) -> str:
+    """A ratio, marked implausible beyond ``limit`` either way, else unstable when a time
+    it comes from is."""
+    if value is None:
+        return "-"
+    if _implausible(value, limit):
+        return _ratio(value) + IMPLAUSIBLE
+    return _ratio(value) + (UNSTABLE if _unstable(*rows) else "")
+
+
+def _busy_cell(share: float | None) -> str:
+    return f"{100 * share:.0f}%" if share is not None and share > BUSY_SHARE else ""
+
+
+def wrap(paragraph: str, bullet: str = "") -> str:
+    """``paragraph`` wrapped to :data:`WIDTH` columns, after ``bullet`` (the following
+    lines indented to match)."""
+    return textwrap.fill(
+        paragraph,
+        WIDTH,
+        initial_indent=bullet,
+        subsequent_indent=" " * len(bullet),
+        break_on_hyphens=False,
+    )
+
+
+def _split(
+    header: list[str], body: list[list[str]], keys: int
+) -> list[tuple[list[str], list[list[str]]]]:
+    """The table's columns in groups that fit :data:`WIDTH` (two spaces between columns):
+    each group the ``keys`` first columns, then as many of the next ones as fit (one at
+    least)."""
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    groups: list[list[int]] = [[]]
+    for column in range(keys, len(header)):
+        wanted = [*range(keys), *groups[-1], column]
+        if groups[-1] and sum(widths[i] for i in wanted) + 2 * (len(wanted) - 1) > WIDTH:
+            groups.append([])
+        groups[-1].append(column)
+    chosen = [[*range(keys), *group] for group in groups]
+    return [([header[i] for i in c], [[line[i] for i in c] for line in body]) for c in chosen]
+
+
+def _aligned(header: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def text_table(header: list[str], body: list[list[str]], keys: int = 1) -> str:
+    """A plain-text table in columns of at most :data:`WIDTH` characters: split into
+    several (a blank line between) that repeat the ``keys`` first columns if wider."""
+    return "\n\n".join(_aligned(h, b) for h, b in _split(header, body, keys))
+
+
+def markdown_table(header: list[str], body: list[list[str]]) -> str:
+    """A Markdown table, whole: a renderer lays it out, however wide its source."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(line) + " |" for line in body]
+    return "\n".join(lines)
 
 
 def write_json(doc: dict[str, Any], path: str | Path) -> Path:
@@ -148,7 +280,8 @@ def _program_rows_with_stat(rows: list[dict[str, Any]], key: str) -> list[dict[s
 
 
 def _program_tables(doc: dict[str, Any]) -> Iterator[tuple[str, list[str], list[list[str]]]]:
-    """One table per program mode: a row per scenario, a column per library."""
+    """One table per program mode: a row per scenario, a column per library, pylucid's time
+    over PyTorch's, and the busy column when some row was timed on a busy machine."""
     programs = doc.get("programs") or {}
     for mode, title in PROGRAM_MODES.items():
         rows = programs.get(mode)
@@ -160,29 +293,38 @@ def _program_tables(doc: dict[str, Any]) -> Iterator[tuple[str, list[str], list[
         body = []
         for scenario in dict.fromkeys(r["scenario"] for r in rows):
             unit = next(r["unit"] for r in rows if r["scenario"] == scenario)
-            cells = [
-                format_time(index[(scenario, name)]["time_s"]) if (scenario, name) in index else "-"
-                for name in libraries
-            ]
-            ours = index.get((scenario, "pylucid"))
-            body.append([scenario, unit, *cells, _ratio(ours["time_over_torch"] if ours else None)])
-        yield title, ["scenario", "per", *libraries, "pylucid/torch"], body
+            cells = [_time_cell(index.get((scenario, name))) for name in libraries]
+            ours, torch = index.get((scenario, "pylucid")), index.get((scenario, "torch"))
+            ratio = ours["time_over_torch"] if ours else None
+            busy = next(r.get("others_cpu") for r in rows if r["scenario"] == scenario)
+            ratio_cell = _ratio_cell(ratio, PROGRAM_RATIO_LIMIT, ours, torch)
+            body.append([scenario, unit, *cells, ratio_cell, _busy_cell(busy)])
+        yield _without_empty_busy(title, ["scenario", "per", *libraries, "pylucid/torch", "busy"],
+                                  body)  # fmt: skip
+
+
+def _without_empty_busy(
+    title: str, header: list[str], body: list[list[str]]
+) -> tuple[str, list[str], list[list[str]]]:
+    """The table without its last column, ``busy``, when no row was timed on a busy
+    machine."""
+    if any(line[-1] for line in body):
+        return title, header, body
+    return title, header[:-1], [line[:-1] for line in body]
 
 
 def _contention_table(contention: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
     """The contention check: per op, the ratios and the worst fresh process's medians."""
     n = contention["fresh_processes"]
     here = contention["in_process"]
-    imported = here["process"]["imported"]
     loaded = contention["libraries_loaded"]
     header = [
         "op",
-        "ratio, this process" + (f" ({' and '.join(imported)} imported)" if imported else ""),
-        f"worst of {n} fresh: default",
-        "1 thread",
+        "here",
+        "worst default",
+        "worst 1 thread",
         f"worst ratio (<= {contention['ratio_target']:g})",
-        f"{'+'.join(loaded['peers']) or 'torch+mlx'} loaded / not "
-        f"(+-{100 * loaded['tolerance']:.0f}%)",
+        f"loaded/plain (+-{100 * loaded['tolerance']:.0f}%)",
     ]
     body = []
     for name, what in contention["ops"].items():
@@ -204,6 +346,19 @@ def _contention_table(contention: dict[str, Any]) -> tuple[str, list[str], list[
         f"(medians), in this process and in {_processes(n)} started afresh"
     )
     return title, header, body
+
+
+def _contention_legend(contention: dict[str, Any]) -> str:
+    imported = contention["in_process"]["process"]["imported"]
+    loaded = contention["libraries_loaded"]
+    peers = "+".join(loaded["peers"]) or "torch+mlx"
+    return (
+        "here: the ratio in this process"
+        + (f" ({' and '.join(imported)} imported)" if imported else "")
+        + f"; worst: the highest medians and ratio over the "
+        f"{_processes(contention['fresh_processes'])} started afresh; loaded/plain: fresh "
+        f"processes with {peers} loaded and used over plain ones (default threads)."
+    )
 
 
 def _processes(count: int) -> str:
@@ -255,25 +410,128 @@ def _groups(doc: dict[str, Any]) -> Iterator[tuple[str, str, list[dict[str, Any]
         yield kind, op, rows
 
 
-def _cell(row: dict[str, Any] | None) -> str:
-    if row is None:
-        return "-"
-    return (
-        f"{format_time(row['time_s'])} {row['gbps']:.3g} GB/s "
-        f"{100 * row['bandwidth_fraction']:.0f}% {_ratio(row['vs_numpy'])}"
-    )
-
-
 def _tables(doc: dict[str, Any]) -> Iterator[tuple[str, list[str], list[list[str]]]]:
+    """One table per (op, kind): a row per (dtype, size), each implementation's time, the
+    speed-ups of pylucid over NumPy and PyTorch, and the busy column when some row was
+    timed on a busy machine."""
     for kind, op, rows in _groups(doc):
         impls = _impls(rows)
         index = {(r["dtype"], r["size"], r["impl"]): r for r in rows}
-        keys = list(dict.fromkeys((r["dtype"], r["size"]) for r in rows))
-        body = [
-            [dtype, format_size(size)] + [_cell(index.get((dtype, size, impl))) for impl in impls]
-            for dtype, size in keys
+        bases = [base for base in ("numpy", "torch") if base in impls and "pylucid" in impls]
+        body = []
+        for dtype, size in dict.fromkeys((r["dtype"], r["size"]) for r in rows):
+            found = {impl: index.get((dtype, size, impl)) for impl in impls}
+            ours = found.get("pylucid")
+            ratios = [
+                _ratio_cell(ours and ours[f"vs_{base}"], OP_RATIO_LIMIT, ours, found[base])
+                for base in bases
+            ]
+            busy = next(r.get("others_cpu") for r in found.values() if r is not None)
+            cells = [_time_cell(found[impl]) for impl in impls]
+            body.append([dtype, format_size(size), *cells, *ratios, _busy_cell(busy)])
+        header = ["dtype", "size", *impls, *(f"vs {base}" for base in bases), "busy"]
+        yield _without_empty_busy(f"{op} {kind.replace('_', '+')}", header, body)
+
+
+def flags(doc: dict[str, Any], stat: str = "median") -> dict[str, list[dict[str, Any]]]:
+    """The figures the tables mark, from the ``stat`` times.
+
+    Returns
+    -------
+    dict
+        ``unstable``: ``{where, impl, spread, min_s, max_s}`` for each time whose batches
+        spread more than :data:`SPREAD_LIMIT` (``where``: the case or the scenario);
+        ``implausible``: ``{where, ratio, value, pylucid_s, base, base_s}`` for each ratio
+        beyond :data:`OP_RATIO_LIMIT` (an op) or :data:`PROGRAM_RATIO_LIMIT` (a program)
+        either way.
+    """
+    doc = with_stat(doc, stat)
+    timed = [
+        (f"{r['op']} {r['kind'].replace('_', '+')} {r['dtype']} {format_size(r['size'])}", r)
+        for r in doc["results"]
+    ]
+    programs = doc.get("programs") or {}
+    for mode in PROGRAM_MODES:
+        label = "" if mode == "same_process" else f" ({mode.replace('_', ' ')})"
+        timed += [(f"{r['scenario']}{label}", {**r, "impl": r["library"]}) for r in
+                  programs.get(mode) or []]  # fmt: skip
+    unstable = [
+        {
+            "where": where,
+            "impl": row["impl"],
+            "spread": spread(row),
+            "min_s": min(row["samples_s"]),
+            "max_s": max(row["samples_s"]),
+        }
+        for where, row in timed
+        if _unstable(row)
+    ]
+    index: dict[str, dict[str, dict[str, Any]]] = {}
+    for where, row in timed:
+        index.setdefault(where, {})[row["impl"]] = row
+    implausible = []
+    for where, rows in index.items():
+        ours = rows.get("pylucid")
+        if ours is None:
+            continue
+        if "time_over_torch" in ours:  # a program
+            ratios = [("pylucid/torch", ours["time_over_torch"], "torch", PROGRAM_RATIO_LIMIT)]
+        else:
+            ratios = [(f"vs {b}", ours[f"vs_{b}"], b, OP_RATIO_LIMIT) for b in ("numpy", "torch")]
+        implausible += [
+            {
+                "where": where,
+                "ratio": name,
+                "value": value,
+                "pylucid_s": ours["time_s"],
+                "base": base,
+                "base_s": rows[base]["time_s"],
+            }
+            for name, value, base, limit in ratios
+            if _implausible(value, limit)
         ]
-        yield f"{op} {kind.replace('_', '+')}", ["dtype", "size", *impls], body
+    return {"unstable": unstable, "implausible": implausible}
+
+
+def _marks(doc: dict[str, Any]) -> list[str]:
+    """The footnotes of the marks the tables carry, for ``doc`` (with its stat)."""
+    found = flags(doc, doc["stat"])
+    lines = []
+    if found["unstable"]:
+        worst = max(found["unstable"], key=lambda flag: flag["spread"])
+        lines.append(
+            f"{UNSTABLE} unstable: {len(found['unstable'])} time(s) whose slowest batch took "
+            f"more than {SPREAD_LIMIT:g}x the fastest (and the ratios from them), so the "
+            f"figure is uncertain; the widest: {worst['where']}, {worst['impl']}, batches "
+            f"{format_time(worst['min_s'])} to {format_time(worst['max_s'])} "
+            f"({worst['spread']:.1f}x). Every batch's time is in bench.json (samples_s); "
+            f"--stat min shows the best batches."
+        )
+    if found["implausible"]:
+        listed = "; ".join(
+            f"{flag['where']}: {flag['ratio']} {_ratio(flag['value'])} (pylucid "
+            f"{format_time(flag['pylucid_s'])}, {flag['base']} {format_time(flag['base_s'])})"
+            for flag in found["implausible"]
+        )
+        lines.append(
+            f"{IMPLAUSIBLE} implausible: a ratio beyond {OP_RATIO_LIMIT:g}x either way for an "
+            f"op, {PROGRAM_RATIO_LIMIT:g}x for a program, which no sound measurement of this "
+            f"suite reaches: a compile, or a library whose threads waited for busy CPUs, was "
+            f"timed. Rerun on a quieter machine before believing {listed}."
+        )
+    if _any_busy(doc):
+        lines.append(
+            f"busy: the share of the CPUs other processes used while the row was timed, where "
+            f"it was above {100 * BUSY_SHARE:.0f}% (every row's is in bench.json, others_cpu): "
+            f"those times are pessimistic and noisy."
+        )
+    return lines
+
+
+def _any_busy(doc: dict[str, Any]) -> bool:
+    programs = doc.get("programs") or {}
+    rows = doc["results"] + [r for mode in PROGRAM_MODES for r in programs.get(mode) or []]
+    return any(_busy_cell(r.get("others_cpu")) for r in rows)
 
 
 def _find(doc: dict[str, Any], **where: Any) -> dict[str, Any] | None:
@@ -284,7 +542,8 @@ def _find(doc: dict[str, Any], **where: Any) -> dict[str, Any] | None:
 
 
 def headlines(doc: dict[str, Any], stat: str = "median") -> list[str]:
-    """The comparisons the suite exists for, as sentences (for the first op of the run)."""
+    """The comparisons the suite exists for, as sentences (for the first op of the run);
+    times and ratios carry the tables' marks."""
     doc = with_stat(doc, stat)
     if not doc["results"]:
         return []
@@ -295,6 +554,11 @@ def headlines(doc: dict[str, Any], stat: str = "median") -> list[str]:
     def row(kind: str, dtype: str, size: int, impl: str) -> dict[str, Any] | None:
         return _find(doc, kind=kind, op=op, dtype=dtype, size=size, impl=impl)
 
+    def vs(ours: dict[str, Any], base: str) -> str:
+        """``ours``'s speed-up over ``base``, marked as in the tables."""
+        theirs = row(ours["kind"], ours["dtype"], ours["size"], base)
+        return _ratio_cell(ours[f"vs_{base}"], OP_RATIO_LIMIT, ours, theirs)
+
     for dtype in ("float32", "float64"):
         for size in (s for s in sizes if s in (1_000_000, 10_000_000)):
             ours = row("forward", dtype, size, "pylucid")
@@ -302,11 +566,11 @@ def headlines(doc: dict[str, Any], stat: str = "median") -> list[str]:
                 continue
             kernel = row("forward", dtype, size, "pylucid.kernel")
             text = (
-                f"{op} forward {dtype} {format_size(size)}: pylucid {format_time(ours['time_s'])}"
-                f" = {_ratio(ours['vs_numpy'])} NumPy, {_ratio(ours['vs_torch'])} torch"
+                f"{op} forward {dtype} {format_size(size)}: pylucid {_time_cell(ours)}"
+                f" = {vs(ours, 'numpy')} NumPy, {vs(ours, 'torch')} torch"
             )
             if kernel is not None:
-                text += f" (kernel alone {_ratio(kernel['vs_numpy'])} NumPy)"
+                text += f" (kernel alone {vs(kernel, 'numpy')} NumPy)"
             lines.append(text)
     for dtype in HALF_DTYPES:
         for size in (s for s in sizes if s in (1_000_000, 10_000_000)):
@@ -314,16 +578,16 @@ def headlines(doc: dict[str, Any], stat: str = "median") -> list[str]:
             if ours is None:
                 continue
             text = (
-                f"{op} forward {dtype} {format_size(size)}: pylucid {format_time(ours['time_s'])}"
-                f" = {_ratio(ours['vs_numpy'])} NumPy's astype(float32) -> {op} -> astype chain"
+                f"{op} forward {dtype} {format_size(size)}: pylucid {_time_cell(ours)}"
+                f" = {vs(ours, 'numpy')} NumPy's astype(float32) -> {op} -> astype chain"
             )
             if ours["vs_torch"] is not None:
-                text += f", {_ratio(ours['vs_torch'])} torch"
+                text += f", {vs(ours, 'torch')} torch"
             autocast = row("forward", dtype, size, "pylucid.autocast")
             if autocast is not None:
                 text += (
-                    f"; under autocast (float32 result) {format_time(autocast['time_s'])} = "
-                    f"{_ratio(autocast['vs_numpy'])}"
+                    f"; under autocast (float32 result) {_time_cell(autocast)} = "
+                    f"{vs(autocast, 'numpy')}"
                 )
             lines.append(text)
     largest = sizes[-1]
@@ -345,20 +609,18 @@ def headlines(doc: dict[str, Any], stat: str = "median") -> list[str]:
             if kernel is not None and kernel["vs_numpy"] is not None:
                 lines.append(
                     f"{op} fused backward kernel {dtype} {format_size(size)}: "
-                    f"{format_time(kernel['time_s'])} = {_ratio(kernel['vs_numpy'])} NumPy's "
+                    f"{_time_cell(kernel)} = {vs(kernel, 'numpy')} NumPy's "
                     f"formula, {100 * kernel['bandwidth_fraction']:.0f}% of copy bandwidth"
                 )
     for size in (s for s in sizes if s < 1000):
         ours = row("forward_backward", "float32", size, "pylucid")
         torch = row("forward_backward", "float32", size, "torch")
         if ours is not None:
-            text = f"{op} forward+backward float32, {size} element(s): pylucid " + format_time(
-                ours["time_s"]
-            )
+            text = f"{op} forward+backward float32, {size} element(s): pylucid {_time_cell(ours)}"
             if torch is not None:
                 text += (
-                    f", PyTorch autograd {format_time(torch['time_s'])} "
-                    f"(pylucid {_ratio(ours['vs_torch'])} torch)"
+                    f", PyTorch autograd {_time_cell(torch)} "
+                    f"(pylucid {vs(ours, 'torch')} torch)"
                 )
             lines.append(text)
     jit = doc.get("jit")
@@ -439,19 +701,6 @@ def _notes(doc: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _aligned(header: list[str], body: list[list[str]]) -> str:
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in [header, *body]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def _markdown_table(header: list[str], body: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(line) + " |" for line in body]
-    return "\n".join(lines)
-
-
 def _bandwidth_line(doc: dict[str, Any], bold: str = "") -> str:
     after = doc["copy_gbps_after"]
     return (
@@ -468,41 +717,48 @@ def _bandwidth_line(doc: dict[str, Any], bold: str = "") -> str:
 
 
 def _legend(stat: str) -> str:
-    time = "median time per call" if stat == "median" else "best (minimum) time per call"
+    time = "Median time per call" if stat == "median" else "Best (minimum) time per call"
     return (
-        f"Each cell: {time}, throughput (least bytes read + written / time), that throughput "
-        f"as a fraction of the copy bandwidth, and the speed-up over NumPy (NumPy time / this "
-        f"time: above 1 is faster)."
+        f"{time}; vs numpy, vs torch: that library's time over pylucid's (above 1: pylucid "
+        f"is faster). Throughputs and fractions of the copy bandwidth: bench.json and the "
+        f"plot."
     )
 
 
 def text(doc: dict[str, Any], stat: str = "median") -> str:
-    """The run as plain-text tables for a terminal, from the ``stat`` times."""
+    """The run as plain-text tables for a terminal, from the ``stat`` times; no line is
+    longer than :data:`WIDTH`."""
     doc = with_stat(doc, stat)
     warning = _busy_warning(doc)
-    parts = [f"WARNING: {warning}"] if warning else []
-    parts.append(_environment_line(doc))
+    parts = [wrap(f"WARNING: {warning}.")] if warning else []
+    parts.append(wrap(_environment_line(doc)))
     if doc["results"]:
-        parts += [_bandwidth_line(doc), _legend(doc["stat"])]
+        parts += [wrap(_bandwidth_line(doc)), wrap(_legend(doc["stat"]))]
     for title, header, body in _tables(doc):
-        parts.append(f"\n{title}\n{_aligned(header, body)}")
+        parts.append(f"\n{title}\n{text_table(header, body, keys=2)}")
     for index, (title, header, body) in enumerate(_program_tables(doc)):
-        legend = f"{_programs_legend(doc['programs'], doc['stat'])}\n" if index == 0 else ""
-        parts.append(f"\n{title}\n{legend}{_aligned(header, body)}")
+        legend = f"{wrap(_programs_legend(doc['programs'], doc['stat']))}\n" if index == 0 else ""
+        parts.append(f"\n{wrap(title)}\n{legend}{text_table(header, body, keys=2)}")
     contention = (doc.get("programs") or {}).get("contention")
     if contention:
         title, header, body = _contention_table(contention)
-        parts.append(f"\n{title}\n{_aligned(header, body)}\n{_contention_verdict(contention)}")
+        parts.append(
+            f"\n{wrap(title)}\n{wrap(_contention_legend(contention))}\n"
+            f"{text_table(header, body)}\n{wrap(_contention_verdict(contention))}"
+        )
     if doc.get("jit") and "error" not in doc["jit"]:
         parts.append(
-            "\nJIT cost\n" + _aligned(["", "warm cache", "empty cache"], _jit_rows(doc["jit"]))
+            "\nJIT cost\n" + text_table(["", "warm cache", "empty cache"], _jit_rows(doc["jit"]))
         )
+    marks = _marks(doc)
+    if marks:
+        parts.append("\nMarks\n" + "\n".join(wrap(line, "- ") for line in marks))
     summary = headlines(doc, doc["stat"])
     if summary:
-        parts.append("\nHeadlines\n" + "\n".join(f"- {line}" for line in summary))
+        parts.append("\nHeadlines\n" + "\n".join(wrap(line, "- ") for line in summary))
     notes = _notes(doc)
     if notes:
-        parts.append("\nNotes\n" + "\n".join(f"- {line}" for line in notes))
+        parts.append("\nNotes\n" + "\n".join(wrap(line, "- ") for line in notes))
     return "\n".join(parts)
 
 
@@ -523,22 +779,25 @@ def markdown(doc: dict[str, Any], stat: str = "median") -> str:
     if summary:
         parts += ["", "Headlines:", ""] + [f"- {line}" for line in summary]
     for title, header, body in _tables(doc):
-        parts += ["", f"#### {title}", "", _markdown_table(header, body)]
+        parts += ["", f"#### {title}", "", markdown_table(header, body)]
     for index, (title, header, body) in enumerate(_program_tables(doc)):
         legend = ["", _programs_legend(doc["programs"], doc["stat"])] if index == 0 else []
-        parts += ["", f"#### {title}", *legend, "", _markdown_table(header, body)]
+        parts += ["", f"#### {title}", *legend, "", markdown_table(header, body)]
     contention = (doc.get("programs") or {}).get("contention")
     if contention:
         title, header, body = _contention_table(contention)
-        parts += ["", f"#### {title}", "", _markdown_table(header, body)]
-        parts += ["", _contention_verdict(contention)]
+        parts += ["", f"#### {title}", "", _contention_legend(contention), ""]
+        parts += [markdown_table(header, body), "", _contention_verdict(contention)]
     if doc.get("jit") and "error" not in doc["jit"]:
         parts += [
             "",
             "#### JIT cost (fresh processes)",
             "",
-            _markdown_table(["", "warm cache", "empty cache"], _jit_rows(doc["jit"])),
+            markdown_table(["", "warm cache", "empty cache"], _jit_rows(doc["jit"])),
         ]
+    marks = _marks(doc)
+    if marks:
+        parts += ["", "Marks:", ""] + [f"- {line}" for line in marks]
     notes = _notes(doc)
     if notes:
         parts += ["", "Notes:", ""] + [f"- {line}" for line in notes]
@@ -550,11 +809,14 @@ def _color(impl: str) -> str:
     return f"C{ALL_IMPLS.index(impl)}" if impl in ALL_IMPLS else "k"
 
 
-def plot(doc: dict[str, Any], path: str | Path, stat: str = "median") -> str:
+def plot(
+    doc: dict[str, Any], path: str | Path, stat: str = "median", saved: str | Path | None = None
+) -> str:
     """Plot throughput against size, one line per implementation; return what was done.
 
     One panel per (kind, op) and dtype, log-log, with the copy bandwidth as a dashed line.
-    Without matplotlib nothing is written and the returned note says so.
+    Without matplotlib nothing is written and the returned note says where the plot would
+    have been and how to get it (from ``saved``, the run's ``bench.json``, if given).
     """
     doc = with_stat(doc, stat)
     try:
@@ -563,14 +825,24 @@ def plot(doc: dict[str, Any], path: str | Path, stat: str = "median") -> str:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "matplotlib is not installed: no plot (pip install matplotlib)"
+        again = (
+            f", then `python -m pylucid bench --load {saved}` draws it from this run"
+            if saved is not None
+            else ""
+        )
+        return (
+            f"no plot: {path} needs matplotlib (pip install 'pylucid[bench]', or matplotlib "
+            f"alone){again}"
+        )
     groups = list(_groups(doc))
     dtypes = list(dict.fromkeys(row["dtype"] for row in doc["results"]))
     if not groups:
         return "no results to plot"
-    fig, axes = plt.subplots(
-        len(groups), len(dtypes), figsize=(6 * len(dtypes), 3.6 * len(groups)), squeeze=False
-    )
+    width, height = 6 * len(dtypes), 3.6 * len(groups) + 0.4
+    fig, axes = plt.subplots(len(groups), len(dtypes), figsize=(width, height), squeeze=False)
+    # Fixed margins (in inches): tight_layout measures every tick label, half the time.
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.6 / height,
+                        top=1 - 0.7 / height, wspace=0.25, hspace=0.45)  # fmt: skip
     for (kind, op, rows), ax_row in zip(groups, axes):
         for dtype, ax in zip(dtypes, ax_row):
             for impl in _impls(rows):
@@ -589,8 +861,8 @@ def plot(doc: dict[str, Any], path: str | Path, stat: str = "median") -> str:
             ax.set_title(f"{op} {kind.replace('_', '+')} {dtype}", fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=7)
-    fig.suptitle(f"pylucid bench: {doc['environment']['cpu_model']}", fontsize=11)
-    fig.tight_layout()
+    busy = " (measured while the machine was busy)" if _busy_warning(doc) else ""
+    fig.suptitle(f"pylucid bench: {doc['environment']['cpu_model']}{busy}", fontsize=11)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
