@@ -1,8 +1,12 @@
 """``python -m pylucid bench``: run the suite, print its tables, write JSON and a plot.
 
-Progress goes to stderr, the tables (plain text, or Markdown with ``--markdown``) to stdout;
-``DIR/bench.json`` and, with matplotlib, ``DIR/bench.png`` are written (``--out DIR``,
-default ``bench-results/``). ``--load FILE`` presents a saved run without running anything.
+Progress goes to stderr, the tables (plain text in lines of at most 100 characters, or
+Markdown with ``--markdown``) to stdout; ``DIR/bench.json`` (every row's details: each
+batch's time, throughputs, the share of the CPUs other processes took) and, with matplotlib
+(``pip install 'pylucid[bench]'``), ``DIR/bench.png`` are written (``--out DIR``, default
+``bench-results/``). ``--load FILE`` presents a saved run without running anything.
+
+``--quick`` is a first look; its option below says what it runs and how long it takes.
 
 The program scenarios (:mod:`pylucid.bench.programs`) run after the per-op cases, all
 libraries in this process; ``--programs`` runs them alone, ``--no-programs`` not at all;
@@ -18,9 +22,28 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["BEGIN", "END", "add_arguments", "main", "write_doc"]
+if TYPE_CHECKING:
+    from pylucid.bench.runner import Config
+
+__all__ = [
+    "BEGIN",
+    "END",
+    "QUICK_PROMISE",
+    "add_arguments",
+    "config_from_args",
+    "main",
+    "write_doc",
+]
+
+#: How long ``--quick`` takes: measured from a fresh copy of the code on the 2-core
+#: development VM with a 1-minute load average of 5 to 7 from other work, PyTorch and MLX
+#: installed (the first run compiles the kernels it uses into Numba's cache).
+QUICK_PROMISE = (
+    "under 30 s once Numba's cache is warm, under a minute on the first run, which compiles "
+    "its kernels (17-25 s and 33-45 s on 2 busy cores)"
+)
 
 #: The markers around the generated results in a Markdown file (``--write-doc``).
 BEGIN = "<!-- bench:begin -->"
@@ -43,7 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from pylucid.bench.programs import SCENARIOS
 
     parser.add_argument(
-        "--quick", action="store_true", help="fewer sizes and shorter timings (under a minute)"
+        "--quick",
+        action="store_true",
+        help="a first look: log2 forward, backward and both in float32 and float64 at 10 "
+        "and 1e6 elements; the op chains eager and compiled and an MLP step; 20 ms batches, "
+        f"no JIT probe. It takes {QUICK_PROMISE}",
     )
     parser.add_argument(
         "--sizes", nargs="+", type=_size, metavar="N", help="element counts, e.g. 1e3 1e6 6.4e7"
@@ -67,7 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="Numba and PyTorch threads (default: 2)")
     parser.add_argument("--repeats", type=int, help="timed batches per implementation")
     parser.add_argument("--batch-time", type=float, metavar="S", help="seconds per timed batch")
-    parser.add_argument("--no-jit", action="store_true", help="skip the JIT cost probes")
+    parser.add_argument(
+        "--jit",
+        action=argparse.BooleanOptionalAction,
+        help="the JIT cost probes in fresh processes, which compile a kernel with an empty "
+        "cache (default: on, off with --quick)",
+    )
     parser.add_argument("--no-plot", action="store_true", help="do not write bench.png")
     parser.add_argument(
         "--out", type=Path, default=Path("bench-results"), help="output folder (bench-results/)"
@@ -160,10 +192,41 @@ def write_doc(path: Path, generated: str) -> None:
     path.write_text(f"{text[: start + len(BEGIN)]}\n{generated}{text[end:]}")
 
 
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The :class:`~pylucid.bench.runner.Config` that ``args`` ask for: the full or the
+    ``--quick`` configuration, with the options given replacing its fields."""
+    from pylucid.bench.runner import Config
+
+    config = Config.quick_config() if args.quick else Config()
+    fields = {
+        "sizes": tuple(args.sizes) if args.sizes else None,
+        "dtypes": tuple(args.dtypes) if args.dtypes else None,
+        "ops": tuple(args.ops) if args.ops else None,
+        "kinds": tuple(args.kinds) if args.kinds else None,
+        "impls": tuple(args.impls) if args.impls else None,
+        "threads": args.threads,
+        "jit": args.jit,
+        "cases": False if args.programs or args.distributed else None,
+        "scenarios": ()
+        if args.no_programs or args.distributed
+        else args.scenarios and tuple(args.scenarios),
+        "program_modes": ("same_process",)
+        + (("isolated",) if args.isolated else ())
+        + (("contention",) if args.contention else ()),
+        "fresh_processes": args.fresh_processes,
+    }
+    config = replace(config, **{k: v for k, v in fields.items() if v is not None})
+    timer = {"repeats": args.repeats, "target_s": args.batch_time}
+    timer = {k: v for k, v in timer.items() if v is not None}
+    if timer:
+        config = replace(config, timer=replace(config.timer, **timer))
+    return config
+
+
 def main(args: argparse.Namespace) -> int:
     """Run (or load) and present the benchmarks as ``args`` say."""
     from pylucid.bench import compiled, distributed, report
-    from pylucid.bench.runner import Config, run
+    from pylucid.bench.runner import run
 
     if args.list:
         print(_list_ops())
@@ -181,31 +244,9 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     if args.load is not None:
-        doc = report.read_json(args.load)
+        doc, saved = report.read_json(args.load), args.load
     else:
-        config = Config.quick_config() if args.quick else Config()
-        fields = {
-            "sizes": tuple(args.sizes) if args.sizes else None,
-            "dtypes": tuple(args.dtypes) if args.dtypes else None,
-            "ops": tuple(args.ops) if args.ops else None,
-            "kinds": tuple(args.kinds) if args.kinds else None,
-            "impls": tuple(args.impls) if args.impls else None,
-            "threads": args.threads,
-            "jit": False if args.no_jit else None,
-            "cases": False if args.programs or args.distributed else None,
-            "scenarios": ()
-            if args.no_programs or args.distributed
-            else args.scenarios and tuple(args.scenarios),
-            "program_modes": ("same_process",)
-            + (("isolated",) if args.isolated else ())
-            + (("contention",) if args.contention else ()),
-            "fresh_processes": args.fresh_processes,
-        }
-        config = replace(config, **{k: v for k, v in fields.items() if v is not None})
-        timer = {"repeats": args.repeats, "target_s": args.batch_time}
-        timer = {k: v for k, v in timer.items() if v is not None}
-        if timer:
-            config = replace(config, timer=replace(config.timer, **timer))
+        config = config_from_args(args)
         try:
             doc = run(config, progress=sys.stderr)
         except ValueError as exc:
@@ -216,10 +257,10 @@ def main(args: argparse.Namespace) -> int:
             doc["elapsed_s"] += doc["distributed"]["elapsed_s"]
         if args.compile_times:
             doc["compile_times"] = compiled.compile_times()
-        path = report.write_json(doc, args.out / "bench.json")
-        print(f"wrote {path} ({doc['elapsed_s']:.0f} s)", file=sys.stderr)
+        saved = report.write_json(doc, args.out / "bench.json")
+        print(f"wrote {saved} ({doc['elapsed_s']:.0f} s)", file=sys.stderr)
     if not args.no_plot:
-        print(report.plot(doc, args.out / "bench.png", args.stat), file=sys.stderr)
+        print(report.plot(doc, args.out / "bench.png", args.stat, saved), file=sys.stderr)
     if args.write_doc is not None:
         write_doc(args.write_doc, _markdown(doc, args.stat))
         print(f"updated {args.write_doc}", file=sys.stderr)
