@@ -1,11 +1,15 @@
 """Smoke tests of the benchmark suite: a tiny configuration runs in-process and its document
-has the documented structure. Nothing here checks speed."""
+has the documented structure; the reports fit 100 columns and mark what they should. Nothing
+here checks speed (how long ``--quick`` takes is measured by running it, not here)."""
 
 from __future__ import annotations
 
+import argparse
+import gc
 import json
 import math
 import os
+import sys
 
 import numba
 import numpy as np
@@ -15,7 +19,7 @@ import pylucid as pl
 from pylucid import bench
 from pylucid.__main__ import main
 from pylucid.bench import cli as bench_cli
-from pylucid.bench import programs, report
+from pylucid.bench import load, programs, report, runner
 from pylucid.bench.jit_cost import run_probe
 
 # A batch of 2 ms and two repeats: enough to exercise the timer, not to time anything.
@@ -32,6 +36,7 @@ def tiny_config(**overrides: object) -> bench.Config:
         "timer": TINY_TIMER,
         "bandwidth_bytes": 8 << 20,
         "jit": False,
+        "scenarios": (),
     }
     return bench.Config(**{**fields, **overrides})
 
@@ -52,6 +57,9 @@ def test_document_structure(doc: dict) -> None:
     assert doc["errors"] == []
     assert doc["environment"]["numpy"] and doc["environment"]["cpu_model"]
     assert positive_finite(doc["bandwidth"]["gbps"])
+    for row in doc["results"]:  # measured on Linux, else unknown
+        assert row["others_cpu"] is None or 0 <= row["others_cpu"] <= 1
+    assert set(doc["busy"]["others_cpu"]) == {"cases"}
     # Strict JSON (no NaN or inf) survives a round trip unchanged.
     assert json.loads(json.dumps(doc, allow_nan=False)) == doc
 
@@ -88,10 +96,10 @@ def test_numbers_are_positive_and_consistent(doc: dict) -> None:
     assert (forward["bytes"], backward["bytes"]) == (800, 2400)
 
 
-def test_threads_are_restored() -> None:
-    before = numba.get_num_threads()
+def test_threads_and_the_collector_are_restored() -> None:
+    before = numba.get_num_threads(), gc.get_freeze_count()
     bench.run(tiny_config(dtypes=("float32",), kinds=("forward",), threads=1))
-    assert numba.get_num_threads() == before
+    assert (numba.get_num_threads(), gc.get_freeze_count()) == before
 
 
 def test_reports_render(doc: dict) -> None:
@@ -212,7 +220,8 @@ def test_half_cases_compute_what_numpy_computes() -> None:
 @pytest.fixture(scope="module")
 def programs_doc() -> dict:
     """Only the program scenarios, same process, pylucid only."""
-    return bench.run(tiny_config(cases=False, impls=("pylucid",)))
+    everything = tuple(programs.SCENARIOS)
+    return bench.run(tiny_config(cases=False, impls=("pylucid",), scenarios=everything))
 
 
 @pytest.fixture(scope="module")
@@ -244,8 +253,18 @@ def test_programs_document(programs_doc: dict) -> None:
         check_program_row(row, row["scenario"], "pylucid")
         assert row["time_over_torch"] is None
     busy = doc["busy"]
-    assert set(busy) == {"load_average_start", "load_average_end", "threshold", "busy", "warning"}
+    assert set(busy) == {
+        "load_average_start",
+        "load_average_end",
+        "threshold",
+        "others_cpu",
+        "busy_share",
+        "busy",
+        "warning",
+    }
     assert busy["threshold"] == bench.runner.BUSY_LOAD_PER_CPU * os.cpu_count()
+    assert busy["others_cpu"]["programs"] == section["others_cpu"]
+    assert all("others_cpu" in row for row in section["same_process"])
     assert json.loads(json.dumps(doc, allow_nan=False)) == doc
 
 
@@ -359,6 +378,30 @@ def test_busy_check() -> None:
     busy = bench.busy_check([0.0, 0.0, 0.0], [cpus, 0.0, 0.0])
     assert busy["busy"] is True and "busy" in busy["warning"]
     assert bench.busy_check(None, None)["busy"] is None
+    # Other processes' share of the CPUs, where measured, decides; the load average at the
+    # end (which counts the run's own threads) then no longer does.
+    shares = {"cases": 0.6, "programs": 0.1}
+    taken = bench.busy_check([0.0, 0.0, 0.0], [cpus, 0.0, 0.0], shares)
+    assert taken["busy"] is True and "CPUs: 60% during the cases" in taken["warning"]
+    assert "programs" not in taken["warning"] and taken["others_cpu"] == shares
+    quiet = bench.busy_check([0.0, 0.0, 0.0], [cpus, 0.0, 0.0], {"cases": 0.1})
+    assert quiet["busy"] is False and quiet["warning"] is None
+    assert bench.busy_check(None, None, {"cases": None})["busy"] is None
+
+
+def test_others_share_of_the_cpus() -> None:
+    start = load.snapshot()
+    assert start.cpus >= 1 and start.own_s >= 0
+    assert load.others_share(start, start) is None  # too short to count
+    later = load.CpuSnapshot(start.wall_s + 1.0, start.busy_s, start.own_s, start.cpus)
+    if start.busy_s is None:  # no /proc/stat: not measured
+        assert load.others_share(start, later) is None
+    else:  # busy time up by 1.5 CPU-seconds in 1 s, 0.5 of them this process's
+        busier = load.CpuSnapshot(
+            start.wall_s + 1.0, start.busy_s + 1.5, start.own_s + 0.5, start.cpus
+        )
+        assert load.others_share(start, busier) == pytest.approx(min(1.0, 1.0 / start.cpus))
+        assert load.others_share(start, later) == 0.0
 
 
 def test_programs_report_renders(programs_doc: dict, contention: dict, tmp_path, capsys) -> None:
@@ -372,7 +415,7 @@ def test_programs_report_renders(programs_doc: dict, contention: dict, tmp_path,
     assert "copy bandwidth" not in text.lower()
     md = report.markdown(doc, "min")
     assert "**Warning:**" in md and "| scenario | per | pylucid | pylucid/torch |" in md
-    assert "| op | ratio, this process" in md
+    assert "| op | here | worst default |" in md
     path = report.write_json(doc, tmp_path / "bench.json")
     assert main(["bench", "--load", str(path), "--no-plot"]) == 0
     assert "chain_forward_backward" in capsys.readouterr().out
@@ -383,3 +426,167 @@ def test_cli_program_flags(capsys) -> None:
         main(["bench", "--programs", "--no-programs"])
     assert main(["bench", "--no-programs", "--contention", "--no-plot"]) == 2
     assert "need the programs" in capsys.readouterr().err
+
+
+# ---- --quick, the width of the report, its marks, the plot ---------------------------------
+
+
+def bench_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    bench_cli.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_quick_plan() -> None:
+    quick = bench.Config.quick_config()
+    assert quick.quick and not quick.jit
+    assert quick.sizes == (10, 1_000_000) and quick.dtypes == ("float32", "float64")
+    assert quick.ops == ("log2",) and quick.kinds == bench.KINDS
+    assert set(quick.impls) == {"pylucid", "pylucid.kernel", "numpy", "torch", "mlx"}
+    assert quick.scenarios == runner.QUICK_SCENARIOS and len(quick.scenarios) == 4
+    assert quick.program_modes == ("same_process",)
+    cases = len(quick.ops) * len(quick.dtypes) * len(quick.sizes) * len(quick.kinds)
+    assert cases == 12
+    assert quick.timer.target_s * quick.timer.repeats <= 0.06  # timed seconds per impl
+    # The command line's --quick is this plan; options replace its fields.
+    assert bench_cli.config_from_args(bench_args("--quick")) == quick
+    custom = bench_cli.config_from_args(bench_args("--quick", "--jit", "--sizes", "1e3"))
+    assert custom.jit and custom.sizes == (1000,) and custom.dtypes == quick.dtypes
+    assert bench_cli.config_from_args(bench_args()).jit
+    assert not bench_cli.config_from_args(bench_args("--no-jit")).jit
+
+
+def test_quick_help_says_what_it_runs_and_how_long() -> None:
+    parser = argparse.ArgumentParser()
+    bench_cli.add_arguments(parser)
+    (quick,) = [a for a in parser._actions if "--quick" in a.option_strings]
+    assert bench_cli.QUICK_PROMISE in quick.help
+    assert "float32 and float64 at 10 and 1e6" in quick.help and "no JIT probe" in quick.help
+
+
+def rows_of(impls: tuple[str, ...], where: dict, others: float) -> list[dict]:
+    """Result rows of one case, each implementation 1 us a call but numpy 2 us."""
+    rows = []
+    for impl in impls:
+        t = 2e-6 if impl == "numpy" else 1e-6
+        rows.append({**where, "impl": impl, "bytes": 8 * where["size"], "median_s": t,
+                     "min_s": t, "number": 10, "repeats": 3, "samples_s": [t, t, t],
+                     "others_cpu": others})  # fmt: skip
+    return rows
+
+
+def synthetic_doc(**changes: float) -> dict:
+    """A document of every implementation, dtype, kind and program (no run): wide tables."""
+    results = []
+    for kind in bench.KINDS:
+        for dtype in ("float32", "float64", "float16", "bfloat16"):
+            for size in (1, 10_000, 64_000_000):
+                where = {"kind": kind, "op": "log2", "dtype": dtype, "size": size}
+                results += rows_of(bench.ALL_IMPLS, where, 0.0)
+    same = []
+    for name, scenario in programs.SCENARIOS.items():
+        for library in programs.LIBRARIES:
+            t = 1e-5
+            same.append({"scenario": name, "library": library, "unit": scenario.unit,
+                         "ops_per_call": scenario.ops_per_call, "median_s": t, "min_s": t,
+                         "number": 10, "repeats": 3, "samples_s": [t, t, t],
+                         "time_over_torch": 1.0, "others_cpu": 0.0})  # fmt: skip
+    bandwidth = {"threads": 2, "bytes": 1 << 20, "gbps": 10.0, "gbps_best": 11.0,
+                 "median_s": 1e-4, "min_s": 1e-4}  # fmt: skip
+    doc = {
+        "schema": bench.SCHEMA, "created": "2026-01-01T00:00:00+00:00",
+        "config": {"threads": 2, "quick": False},
+        "environment": {"cpu_model": "A CPU with a long marketing name of many words " * 2,
+                        "cpu_count": 2, "python": "3.11", "numpy": "2.1", "numba": "0.61",
+                        "torch": "2.13", "mlx": "0.32", "load_average": [0.1, 0.1, 0.1],
+                        "git": "abc"},
+        "skipped": {}, "missing": [], "errors": [], "jit": None,
+        "bandwidth": bandwidth, "bandwidth_end": bandwidth, "copy_gbps": 10.0,
+        "results": results,
+        "programs": {"scenarios": {n: {"unit": s.unit, "ops_per_call": s.ops_per_call}
+                                   for n, s in programs.SCENARIOS.items()},
+                     "libraries": list(programs.LIBRARIES), "modes": ["same_process"],
+                     "skipped": {}, "errors": [], "same_process": same, "isolated": same,
+                     "contention": None, "others_cpu": 0.0},
+        "busy": bench.busy_check([0.1, 0.1, 0.1], None, {"cases": 0.0}),
+    }  # fmt: skip
+    return json.loads(json.dumps(doc))
+
+
+def long_lines(rendered: str) -> list[str]:
+    return [line for line in rendered.splitlines() if len(line) > report.WIDTH]
+
+
+def test_reports_fit_100_columns(contention: dict) -> None:
+    doc = synthetic_doc()
+    doc["programs"]["contention"] = contention
+    doc["busy"] = bench.busy_check([9.0, 0.0, 0.0], None, {"cases": 0.9, "programs": 0.9})
+    for row in doc["results"] + doc["programs"]["same_process"]:
+        row["others_cpu"] = 0.9
+    doc["results"][0]["samples_s"] = [1e-6, 1e-3, 1e-6]
+    doc["programs"]["same_process"][0]["time_over_torch"] = 1e4
+    for stat in report.STATS:
+        rendered = report.text(doc, stat)
+        assert long_lines(rendered) == [], long_lines(rendered)
+    # The eight implementations do not fit one table: it is split, the keys repeated.
+    first = rendered.split("\n\nlog2 backward")[0].split("\nlog2 forward\n")[1]
+    headers = [line for line in first.splitlines() if line.startswith("dtype ")]
+    assert len(headers) >= 2 and all(line.split()[:2] == ["dtype", "size"] for line in headers)
+    assert "pylucid.mlx" in first and "vs torch" in first and "busy" in first
+
+
+def test_unstable_implausible_and_busy_rows_are_marked() -> None:
+    doc = synthetic_doc()
+    plain = report.text(doc)
+    assert report.flags(doc) == {"unstable": [], "implausible": []}
+    assert "Marks" not in plain and "busy" not in plain.lower()
+    ours = next(r for r in doc["results"] if r["impl"] == "pylucid" and r["dtype"] == "float64")
+    ours["samples_s"] = [1e-6, 3e-6, 1.1e-6]  # 3x between batches: unstable
+    torch = next(r for r in doc["results"] if r["impl"] == "torch" and r["size"] == 10_000)
+    torch["median_s"] = torch["min_s"] = 4.26  # a stalled (or compiling) torch: 4e6x
+    torch["samples_s"] = [4.26] * 3
+    chain = next(r for r in doc["programs"]["same_process"] if r["library"] == "pylucid")
+    chain["median_s"] = chain["min_s"] = 3e-2  # 3000x torch's 1e-5
+    chain["samples_s"] = [3e-2] * 3
+    chain["others_cpu"] = 0.8
+    found = report.flags(doc)
+    assert [(f["where"], f["impl"]) for f in found["unstable"]] == [
+        (f"log2 {ours['kind']} float64 {report.format_size(ours['size'])}", "pylucid")
+    ]
+    assert found["unstable"][0]["spread"] == pytest.approx(3.0)
+    implausible = {(f["where"], f["ratio"]) for f in found["implausible"]}
+    assert implausible == {
+        (f"log2 {torch['kind']} {torch['dtype']} 1e4", "vs torch"),
+        ("chain_forward", "pylucid/torch"),
+    }
+    rendered = report.text(doc)
+    marks = rendered.split("\nMarks\n")[1]
+    assert f"{report.UNSTABLE} unstable: 1 time(s)" in marks
+    assert f"{report.IMPLAUSIBLE} implausible" in marks and "chain_forward: pylucid/torch" in marks
+    assert "busy: the share of the CPUs other processes used" in marks
+    chain_line = next(line for line in rendered.splitlines() if line.startswith("chain_forward "))
+    assert chain_line.split()[-2:] == [f"3000.00x{report.IMPLAUSIBLE}", "80%"]
+    assert any(cell.endswith(report.UNSTABLE) for cell in rendered.split())
+    md = report.markdown(doc)
+    assert "Marks:" in md and "4.26 s |" in md
+
+
+def test_busy_run_is_labelled() -> None:
+    doc = synthetic_doc()
+    doc["busy"] = bench.busy_check([0.0, 0.0, 0.0], None, {"cases": 0.7, "programs": 0.1})
+    warning = "WARNING: the machine was busy (other processes' share of the CPUs: 70% during"
+    assert report.text(doc).startswith(warning)
+    assert "**Warning:** the machine was busy" in report.markdown(doc)
+
+
+def test_without_matplotlib_the_plot_is_explained_once(
+    doc: dict, tmp_path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises
+    path = report.write_json(doc, tmp_path / "bench.json")
+    note = report.plot(doc, tmp_path / "bench.png", saved=path)
+    assert note.startswith(f"no plot: {tmp_path / 'bench.png'} needs matplotlib")
+    assert "pylucid[bench]" in note and f"--load {path}" in note
+    assert not (tmp_path / "bench.png").exists()
+    assert main(["bench", "--load", str(path), "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().err.count("no plot:") == 1
