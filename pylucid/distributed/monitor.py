@@ -11,8 +11,8 @@ had. The launcher tells from these reports whether every rank finished, which ra
 first and which ranks were still running then (:meth:`Monitor.verdict`).
 
 The protocol is lines of text: ``hello TOKEN RANK PID HOST``, then ``left``, ``exit
-STATUS TIME REASON`` (``TIME``: the rank's ``time.time()``, which orders the ends; a closed
-connection's end is the time the launcher saw it).
+STATUS TIME REASON`` (``TIME``: the rank's ``time.time()``, which orders the ends; a
+connection that closes without it ends when the launcher reads its end).
 """
 
 from __future__ import annotations
@@ -202,9 +202,7 @@ class Monitor:
         pending: dict[socket.socket, bytes] = {}
         owner: dict[socket.socket, _Rank | None] = {}
         while not self._stopping:
-            events = selector.select()
-            seen = time.time()
-            for key, _ in events:
+            for key, _ in selector.select():  # (epoll: in the order they became ready)
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)
                 if sock is self._wake_read:
@@ -228,7 +226,7 @@ class Monitor:
                     record = owner.pop(sock)
                     if record is not None and record.ended is None:
                         with self._changed:
-                            record.ended = seen
+                            record.ended = time.time()
             with self._changed:
                 self._changed.notify_all()
         for sock in owner:
