@@ -378,13 +378,13 @@ def test_busy_check() -> None:
     busy = bench.busy_check([0.0, 0.0, 0.0], [cpus, 0.0, 0.0])
     assert busy["busy"] is True and "busy" in busy["warning"]
     assert bench.busy_check(None, None)["busy"] is None
-    # Other processes' share of the CPUs, where measured, decides; the load average at the
-    # end (which counts the run's own threads) then no longer does.
+    # Other processes' share of the CPUs, where measured, decides; the load averages (over
+    # the minute before the start, and counting the run's own threads at the end) do not.
     shares = {"cases": 0.6, "programs": 0.1}
     taken = bench.busy_check([0.0, 0.0, 0.0], [cpus, 0.0, 0.0], shares)
     assert taken["busy"] is True and "CPUs: 60% during the cases" in taken["warning"]
     assert "programs" not in taken["warning"] and taken["others_cpu"] == shares
-    quiet = bench.busy_check([0.0, 0.0, 0.0], [cpus, 0.0, 0.0], {"cases": 0.1})
+    quiet = bench.busy_check([cpus, 0.0, 0.0], [cpus, 0.0, 0.0], {"cases": 0.1})
     assert quiet["busy"] is False and quiet["warning"] is None
     assert bench.busy_check(None, None, {"cases": None})["busy"] is None
 

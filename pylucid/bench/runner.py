@@ -195,10 +195,11 @@ def busy_check(
     """Whether the machine was busy while the run timed things.
 
     It was when other processes used more than :data:`~pylucid.bench.load.BUSY_SHARE` of
-    the CPUs during a part of the run (``others``, measured on Linux), or when the 1-minute
-    load average exceeded :data:`BUSY_LOAD_PER_CPU` x the CPU count at the start - or at
-    the end, where no share was measured (the average at the end counts this run's own
-    threads, so it only stands in for the shares).
+    the CPUs during a part of the run (``others``, measured on Linux). Where no share was
+    measured, the 1-minute load average stands in for them: busy above
+    :data:`BUSY_LOAD_PER_CPU` x the CPU count at the start or the end (an average over the
+    minute before the start, and one that counts this run's own threads at the end: the
+    shares, measured while the timings were taken, say more).
 
     Parameters
     ----------
@@ -218,7 +219,7 @@ def busy_check(
     """
     threshold = BUSY_LOAD_PER_CPU * (os.cpu_count() or 1)
     shares = {part: share for part, share in (others or {}).items() if share is not None}
-    loads = [load[0] for load in ((start, end) if not shares else (start,)) if load]
+    loads = [load[0] for load in (start, end) if load and not shares]
     busy_parts = {part: share for part, share in shares.items() if share > BUSY_SHARE}
     high_loads = [load for load in loads if load > threshold]
     busy = bool(busy_parts or high_loads) if shares or loads else None
