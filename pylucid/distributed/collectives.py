@@ -181,8 +181,8 @@ def init_process_group(backend: str | None = None,
 
 
 def _abort_on_uncaught_exceptions(group: ProcessGroup) -> None:
-    """A rank that dies of an exception takes the job down (status 1) instead of leaving
-    the others waiting in a collective for ever."""
+    """A rank that dies of an exception takes the job down (status 1, 130 for
+    KeyboardInterrupt) instead of leaving the others waiting in a collective for ever."""
     previous = sys.excepthook
 
     def abort(kind: type, value: BaseException, trace: Any) -> None:
@@ -190,7 +190,7 @@ def _abort_on_uncaught_exceptions(group: ProcessGroup) -> None:
         sys.stderr.write(f"pylucid.distributed: rank {group.rank} failed; aborting the job\n")
         sys.stderr.flush()
         time.sleep(0.2)  # (the launcher forwards the report before the abort ends it)
-        group.abort(1)
+        group.abort(130 if issubclass(kind, KeyboardInterrupt) else 1)
 
     sys.excepthook = abort
 
