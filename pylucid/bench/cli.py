@@ -38,11 +38,12 @@ __all__ = [
 ]
 
 #: How long ``--quick`` takes: measured from a fresh copy of the code on the 2-core
-#: development VM with a 1-minute load average of 5 to 7 from other work, PyTorch and MLX
-#: installed (the first run compiles the kernels it uses into Numba's cache).
+#: development VM, PyTorch and MLX installed, while other work kept its 1-minute load
+#: average between 2.5 and 7.5 (the first run compiles the kernels it uses into Numba's
+#: cache).
 QUICK_PROMISE = (
     "under 30 s once Numba's cache is warm, under a minute on the first run, which compiles "
-    "its kernels (17-25 s and 33-45 s on 2 busy cores)"
+    "its kernels (11-25 s and 18-45 s on 2 shared cores)"
 )
 
 #: The markers around the generated results in a Markdown file (``--write-doc``).
