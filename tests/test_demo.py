@@ -66,12 +66,18 @@ def test_help_says_what_it_does_how_long_and_where_it_writes(capsys) -> None:
     assert "Exits 1 if a gradcheck fails" in text
 
 
-def test_gradcheck_cases_are_every_op_record_at_its_first_shapes() -> None:
-    cases = demo.gradcheck_cases(["numba", "mlx"])
-    assert [info for info, _ in cases] == list(OPS)
-    assert all(shapes == info.shapes[0] for info, shapes in cases)
-    without_mlx = demo.gradcheck_cases(["numba"])
-    assert [info for info, _ in without_mlx] == [i for i in OPS if "needs_mlx" not in i.tags]
+def test_gradcheck_cases_check_every_op_at_its_first_shapes() -> None:
+    gpu = demo.gradcheck_cases("gpu", ["numba", "mlx"])
+    assert [info for info, _ in gpu] == list(OPS)
+    assert all(shapes == info.shapes[0] for info, shapes in gpu)
+    # the cpu: every op but the generated loops' families, of which the sample
+    cpu = {info.name for info, _ in demo.gradcheck_cases("cpu", ["numba", "mlx"])}
+    assert cpu == {info.name for info in OPS} - demo.LOOP_FAMILIES | set(demo.CPU_SAMPLE)
+    assert set(demo.CPU_SAMPLE) <= demo.LOOP_FAMILIES
+    assert {"log2", "add", "sum", "softmax", "cross_entropy", "conv2d", "matmul"} <= cpu
+    # without MLX, every op that runs without it on the cpu
+    alone = demo.gradcheck_cases("cpu", ["numba"])
+    assert [info for info, _ in alone] == [i for i in OPS if "needs_mlx" not in i.tags]
 
 
 def test_a_failed_gradcheck_is_reported_and_makes_the_exit_status_1(
@@ -79,13 +85,13 @@ def test_a_failed_gradcheck_is_reported_and_makes_the_exit_status_1(
 ) -> None:
     # The output is a new leaf: backward gives x no gradient, finite differences the identity.
     detached = OpInfo("detached", lambda x: x.detach().requires_grad_(), np.copy, (uniform(0, 1),))
-    console, _ = _console(watch, clock)
-    failures = demo.gradcheck_device(console, "cpu", demo.gradcheck_cases(["numba"], (detached,)))
-    assert len(failures) == 1 and failures[0].startswith("detached ((3, 4),): GradcheckError")
-
     raising = OpInfo("raising", lambda x: pl.reshape(x, (5,)), np.copy, (uniform(0, 1),))
-    failures = demo.gradcheck_device(console, "cpu", demo.gradcheck_cases(["numba"], (raising,)))
-    assert len(failures) == 1 and failures[0].startswith("raising ((3, 4),): ")
+    console, _ = _console(watch, clock)
+    cases = demo.gradcheck_cases("cpu", ["numba", "mlx"], (detached, raising))
+    failures = demo.gradcheck_device(console, "cpu", cases)
+    assert len(failures) == 2
+    assert failures[0].startswith("detached ((3, 4),): GradcheckError: gradcheck: Jacobian")
+    assert failures[1].startswith("raising ((3, 4),): ")
 
     for passed, status in ((False, 1), (True, 0)):
         monkeypatch.setattr(demo, "run", lambda console, passed=passed: passed)
