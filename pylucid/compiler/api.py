@@ -3,24 +3,42 @@
 from __future__ import annotations
 
 import functools
+import threading
 import time
+import types
 import warnings
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from pylucid.amp.autocast import autocast_dtype
 from pylucid.backends import registry
-from pylucid.compiler.capture import CaptureError, Recorder, Ref
+from pylucid.compiler.capture import (
+    CAPTURE_LOCK,
+    CaptureError,
+    Recorder,
+    Ref,
+    Trace,
+    capturing,
+    reads_again,
+)
 from pylucid.compiler.mlx import MlxProgram, Watch
 from pylucid.compiler.mlx import refusal as mlx_refusal
 from pylucid.compiler.plan import owning_tensor, plan
-from pylucid.compiler.program import Program, Retrace, flatten
+from pylucid.compiler.program import Program, Retrace, flatten, read_now
 from pylucid.graph.grad_mode import is_grad_enabled
 from pylucid.tensor import Tensor
 
 __all__ = ["CompileStats", "CompiledFunction", "compile"]
+
+
+#: A compiled function captured again this many times (a guard that failed, a replay
+#: abandoned, an evicted trace's signature back) within :data:`RECAPTURE_WINDOW` calls runs
+#: eagerly from then on, with one warning naming what failed: capturing costs more than the
+#: replays between would save.
+RECAPTURE_LIMIT = 8
+RECAPTURE_WINDOW = 256
 
 
 @dataclass
@@ -28,20 +46,27 @@ class CompileStats:
     """What a compiled function did: calls replayed, captures made (``traces``), replays
     abandoned by a check and captured again (``retraces``), warm-up
     captures that created optimizer state and were not kept, traces evicted from the
-    cache, eager calls, and the seconds of the last capture (eager run, plan, code
-    generation and Numba's compile or cache load)."""
+    cache, captures made again (``recaptures``: a guard failed, a replay was abandoned or
+    an evicted signature came back), eager calls, and the seconds of the last capture (eager
+    run, plan, code generation and Numba's compile or cache load)."""
 
     replays: int = 0
     traces: int = 0
     retraces: int = 0
     warmups: int = 0
     evictions: int = 0
+    recaptures: int = 0
     eager_calls: int = 0
     last_capture_seconds: float = 0.0
 
 
 class CompiledFunction:
-    """A function whose calls replay a captured trace (see :func:`compile`)."""
+    """A function whose calls replay a captured trace (see :func:`compile`).
+
+    Calls are serialised (one replay or capture of this function at a time); captures of
+    all compiled functions are serialised too (:data:`~pylucid.compiler.capture.
+    CAPTURE_LOCK`). A compiled function called inside another's capture runs eagerly (its
+    work is part of the outer capture)."""
 
     def __init__(self, fn: Callable[..., Any], fallback: str, max_traces: int,
                  mode: str = "tape") -> None:  # fmt: skip
@@ -54,19 +79,35 @@ class CompiledFunction:
             raise ValueError(f"pl.compile: max_traces must be at least 1, got {max_traces}")
         functools.update_wrapper(self, fn)
         self._fn, self._fallback, self._max_traces = fn, fallback, max_traces
-        self._traces: OrderedDict[Hashable, Program] = OrderedDict()
+        #: key -> its traces, the most recently replayed first
+        self._traces: dict[Hashable, list[Program | MlxProgram]] = {}
+        #: every trace, the least recently used first: id -> (key, trace)
+        self._order: OrderedDict[int, tuple[Hashable, Program | MlxProgram]] = OrderedDict()
+        #: key -> what its last capture made: "trace" or "warmup"
+        self._captured: dict[Hashable, str] = {}
+        self._recaptured: deque[int] = deque(maxlen=RECAPTURE_LIMIT)
+        self._calls = 0
+        self._lock = threading.RLock()
+        self._function_reads = _function_reads(fn)
         self._eager_reason: str | None = None
         self.stats = CompileStats()
 
     @property
-    def programs(self) -> list[Program]:
-        """The cached traces, oldest first."""
-        return list(self._traces.values())
+    def programs(self) -> list[Program | MlxProgram]:
+        """The cached traces, the least recently used first."""
+        return [program for _, program in self._order.values()]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._eager_reason is not None:
             self.stats.eager_calls += 1
             return self._fn(*args, **kwargs)
+        if capturing():  # (inside another capture: its primitives are the outer step's)
+            return self._fn(*args, **kwargs)
+        with self._lock:
+            return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
+        self._calls += 1
         if not kwargs and all([type(a) is Tensor for a in args]):  # (the common call)
             leaves = tensors = list(args)
         else:
@@ -74,16 +115,25 @@ class CompiledFunction:
             flatten((args, kwargs), leaves)
             tensors = [leaf for leaf in leaves if isinstance(leaf, Tensor)]
         key = _signature(leaves)
-        program = self._traces.get(key)
-        if program is not None and program.holds():
-            self._traces.move_to_end(key)
-            try:
-                result = program(tensors)
-            except Retrace:
-                self.stats.retraces += 1
-            else:
-                self.stats.replays += 1
-                return result
+        reason = None  # (why the most recently replayed trace did not fit)
+        for program in self._traces.get(key, ()):
+            failed = program.failed_guard()
+            if failed is None:
+                try:
+                    result = program(tensors)
+                except Retrace as retrace:
+                    self.stats.retraces += 1
+                    failed = retrace.reason
+                else:
+                    self._used(key, program)
+                    self.stats.replays += 1
+                    return result
+            reason = reason or failed
+        if reason is None and self._captured.get(key) == "trace":
+            reason = (f"its trace was evicted: more than max_traces={self._max_traces} "
+                      f"signatures (shapes, dtypes, arguments) and states")  # fmt: skip
+        if reason is not None and self._recapture(reason):
+            return self._eager_call(args, kwargs)
         backend = registry.get("numba")
         if tensors and all(t._backend.name == "mlx" for t in tensors):
             return self._capture_mlx(key, tensors[0]._backend, tensors, leaves, args, kwargs)
@@ -92,69 +142,133 @@ class CompiledFunction:
                                "the mlx one", args, kwargs)  # fmt: skip
         return self._capture(key, backend, tensors, args, kwargs)
 
+    def _recapture(self, reason: str, stacklevel: int = 4) -> bool:
+        """Count a capture made again (``reason``: what failed); whether the function has
+        been captured again so often that it runs eagerly from now on (said once, the
+        warning ``stacklevel`` frames above :meth:`_give_up`: the caller of the function)."""
+        self.stats.recaptures += 1
+        self._recaptured.append(self._calls)
+        if len(self._recaptured) < RECAPTURE_LIMIT:
+            return False
+        calls = self._calls - self._recaptured[0] + 1
+        if calls > RECAPTURE_WINDOW:
+            return False
+        self._give_up(
+            f"it was captured again {RECAPTURE_LIMIT} times in {calls} calls, so capturing "
+            f"would cost more than replays save; the last time because {reason}. Keep what "
+            f"the step reads unchanged between calls (or pass it as an argument)",
+            stacklevel,
+        )
+        return True
+
+    def _eager_call(self, args: tuple, kwargs: dict) -> Any:
+        self.stats.eager_calls += 1
+        return self._fn(*args, **kwargs)
+
+    def _used(self, key: Hashable, program: Program | MlxProgram) -> None:
+        """Note that ``program`` replayed: first of its key's traces, last to be evicted."""
+        programs = self._traces[key]
+        if programs[0] is not program:
+            programs.remove(program)
+            programs.insert(0, program)
+        self._order.move_to_end(id(program))
+
     def _capture_mlx(self, key: Hashable, backend: Any, tensors: list[Tensor],
                      leaves: list[Any], args: tuple, kwargs: dict) -> Any:  # fmt: skip
         """Run the step eagerly under a :class:`~pylucid.compiler.mlx.Watch`; where it only
         computes, keep an ``mx.compile`` of it for the next calls (else run eagerly from now
         on, saying why)."""
         started = time.perf_counter()
+        function_reads = self._reads_now()
         before = [t._storage for t in tensors]
-        watch = Watch(backend)
-        with watch:
-            result = self._fn(*args, **kwargs)
+        with CAPTURE_LOCK:
+            watch = Watch(backend)
+            with watch:
+                result = self._fn(*args, **kwargs)
         reason, state = mlx_refusal(watch, tensors, before, result, owning_tensor)
         if reason is not None:
             self._give_up(f"it {reason}, which mx.compile cannot replay")
             return result
         template = flatten((args, kwargs), [])
-        self._keep(key, MlxProgram(self._fn, backend, template, leaves, state), started)
+        reads = [("attribute", m, n, v) for m, n, v in watch.reads.values()] + function_reads
+        program = MlxProgram(self._fn, backend, template, leaves, state, reads)
+        self._keep(key, program, started)
         return result
 
     def _keep(self, key: Hashable, program: Program | MlxProgram, started: float) -> None:
-        """Cache ``program`` for calls of ``key`` (evicting the oldest beyond
-        ``max_traces``) and count it."""
-        self._traces[key] = program
+        """Cache ``program`` for calls of ``key`` (evicting the least recently used trace
+        beyond ``max_traces``) and count it."""
+        self._traces.setdefault(key, []).insert(0, program)
+        self._order[id(program)] = (key, program)
+        self._captured[key] = "trace"
         self.stats.traces += 1
-        if len(self._traces) > self._max_traces:
-            self._traces.popitem(last=False)
+        if len(self._order) > self._max_traces:
+            old_key, old = self._order.popitem(last=False)[1]
+            self._traces[old_key].remove(old)
+            if not self._traces[old_key]:
+                del self._traces[old_key]
             self.stats.evictions += 1
         self.stats.last_capture_seconds = time.perf_counter() - started
 
-    def _give_up(self, reason: str) -> None:
+    def _give_up(self, reason: str, stacklevel: int = 4) -> None:
         """Run eagerly from now on, saying why once (the warning points at the caller of
-        the compiled function: ``__call__`` -> ``_eager``/``_capture`` -> here)."""
+        the compiled function: ``__call__`` -> ``_call`` -> ``_capture`` -> here)."""
         self._eager_reason = reason
         warnings.warn(f"pl.compile: {self.__name__} runs eagerly from now on: {reason}",
-                      RuntimeWarning, stacklevel=4)  # fmt: skip
+                      RuntimeWarning, stacklevel=stacklevel + 1)  # fmt: skip
 
     def _eager(self, reason: str, args: tuple, kwargs: dict) -> Any:
         self._give_up(reason)
-        self.stats.eager_calls += 1
-        return self._fn(*args, **kwargs)
+        return self._eager_call(args, kwargs)
+
+    def _reads_now(self) -> list[tuple]:
+        """The closure variables and globals the function reads, with their values now
+        (before the capture runs it: a value the step itself changes fails its guard)."""
+        return [(kind, owner, name, reads_again(read_now(kind, owner, name)))
+                for kind, owner, name in self._function_reads]  # fmt: skip
 
     def _capture(self, key: Hashable, backend: Any, tensors: list[Tensor], args: tuple,
                  kwargs: dict) -> Any:  # fmt: skip
         started = time.perf_counter()
-        recorder = Recorder(backend)
-        trace = recorder.trace
-        trace.inputs = [trace.ref(t._storage).index for t in tensors]
-        trace.input_tensors = list(tensors)
-        with recorder:
-            result = self._fn(*args, **kwargs)
-        if trace.host_read is not None:
-            what, where = trace.host_read
-            if self._fallback == "raise":
-                raise CaptureError(
-                    f"pl.compile: {self.__name__} {what} at {where}: a compiled step cannot "
-                    f"depend on tensor values in Python. This call ran eagerly to its end; "
-                    f"move the read out of the function (return the tensor instead), or "
-                    f"use pl.compile(fn, fallback='eager') to run it eagerly"
-                )
-            self._give_up(f"it {what} at {where}")
-            return result
-        if trace.created_state:  # a first optimizer step: the next call captures again
-            self.stats.warmups += 1
-            return result
+        function_reads = self._reads_now()
+        with CAPTURE_LOCK:
+            recorder = Recorder(backend)
+            trace = recorder.trace
+            trace.inputs = [trace.ref(t._storage).index for t in tensors]
+            trace.input_tensors = list(tensors)
+            with recorder:
+                result = self._fn(*args, **kwargs)
+            if trace.host_read is not None:
+                what, where = trace.host_read
+                if self._fallback == "raise":
+                    raise CaptureError(
+                        f"pl.compile: {self.__name__} {what} at {where}: a compiled step "
+                        f"cannot depend on tensor values in Python. This call ran eagerly to "
+                        f"its end; move the read out of the function (return the tensor "
+                        f"instead), or use pl.compile(fn, fallback='eager') to run it eagerly"
+                    )
+                self._give_up(f"it {what} at {where}")
+                return result
+            if trace.created_state:  # a first optimizer step: the next call captures again
+                self.stats.warmups += 1
+                if self._captured.get(key) == "warmup":
+                    self._recapture("an optimizer created its state again", stacklevel=5)
+                self._captured[key] = "warmup"
+                return result
+            try:
+                program = self._program(trace, backend, result, function_reads)
+            except CaptureError as error:
+                if self._fallback == "raise":
+                    raise
+                self._give_up(str(error))
+                return result
+        self._keep(key, program, started)
+        return result
+
+    def _program(self, trace: Trace, backend: Any, result: Any,
+                 function_reads: list[tuple]) -> Program:  # fmt: skip
+        """The replay of ``trace``; anything that stops it is a :class:`CaptureError`
+        naming the step (an unexpected error of the compiler's too, chained)."""
         outputs: list[Any] = []
         template = flatten(result, outputs)
         for i, leaf in enumerate(outputs):
@@ -168,16 +282,38 @@ class CompiledFunction:
                 outputs[i] = Ref(index)
         trace.outputs = [o.index if isinstance(o, Ref) else None for o in outputs]
         try:
-            fused = self._mode == "fused"
-            program = Program(trace, plan(trace, fuse=fused), backend, template, outputs,
-                              self._mode)
-        except CaptureError as error:
-            if self._fallback == "raise":
-                raise
-            self._give_up(str(error))
-            return result
-        self._keep(key, program, started)
-        return result
+            return Program(trace, plan(trace, fuse=self._mode == "fused"), backend, template,
+                           outputs, self._mode, function_reads)  # fmt: skip
+        except CaptureError:
+            raise
+        except Exception as error:
+            raise CaptureError(
+                f"pl.compile: {self.__name__} could not be compiled ({type(error).__name__}: "
+                f"{error}); this call ran eagerly to its end. This is a limit or a bug of "
+                f"pylucid's compiler: run the step eagerly (fallback='eager') and report it"
+            ) from error
+
+
+def _function_reads(fn: Callable[..., Any]) -> list[tuple[str, Any, str]]:
+    """The closure cells and globals ``fn``'s code (and code nested in it: lambdas,
+    comprehensions) names, as ``(kind, owner, name)``: what a trace reads of the function's
+    Python state, guarded at each replay (numbers by value, objects by identity)."""
+    function = getattr(fn, "__func__", fn)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return []
+    reads: list[tuple[str, Any, str]] = [
+        ("cell", cell, name) for name, cell in zip(code.co_freevars, function.__closure__ or ())
+    ]
+    names: set[str] = set()
+    codes = [code]
+    while codes:
+        current = codes.pop()
+        names.update(current.co_names)
+        codes += [c for c in current.co_consts if isinstance(c, types.CodeType)]
+    namespace = function.__globals__
+    reads += [("global", namespace, name) for name in sorted(names) if name in namespace]
+    return reads
 
 
 def _signature(leaves: list[Any]) -> Hashable:

@@ -24,7 +24,9 @@ on data, which a replay would not see.
 
 from __future__ import annotations
 
+import functools
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,7 +47,24 @@ from pylucid.optim.lr_scheduler import LRScheduler
 from pylucid.optim.optimizer import Optimizer
 from pylucid.tensor import Tensor
 
-__all__ = ["CaptureError", "Call", "Elementwise", "Recorder", "Shadowing", "Trace", "Update"]
+__all__ = [
+    "CAPTURE_LOCK",
+    "ENTRY",
+    "MISSING",
+    "NONE",
+    "CaptureError",
+    "Call",
+    "Contents",
+    "Elementwise",
+    "GradTrack",
+    "Identity",
+    "Recorder",
+    "Shadowing",
+    "Trace",
+    "Update",
+    "capturing",
+    "reads_again",
+]
 
 #: Backend methods that answer questions about storage rather than compute: not recorded.
 QUERIES = frozenset({
@@ -117,6 +136,36 @@ class Call:
     update: Update | None = None
 
 
+#: The state of a gradient that a capture left as it found it (see :class:`GradTrack`).
+ENTRY = "entry"
+#: The state of a gradient the step set to None.
+NONE = "none"
+
+
+@dataclass
+class GradTrack:
+    """What a capture saw of one tensor's ``.grad`` (a parameter's, a leaf's).
+
+    ``entry`` is the gradient when the step first touched it (None or a tensor); ``needs``
+    what a replay needs of it - ``"nothing"`` (the step dropped it before anything read it:
+    ``zero_grad()``), ``"presence"`` (whether there is one decided what the step did: a
+    backward that assigned it, an optimizer that skipped the parameter) or ``"identity"``
+    (the step read or changed its storage: accumulated into it, zeroed it in place, updated
+    with it); ``state`` the gradient at the end: :data:`ENTRY` (the entry, maybe changed in
+    place), :data:`NONE`, or the tensor the step assigned (a backward's new gradient, a
+    ``.grad =``)."""
+
+    tensor: Tensor
+    entry: Tensor | None
+    needs: str = "nothing"
+    state: Any = ENTRY
+
+    def need(self, what: str) -> None:
+        """Raise the need of the entry to ``what`` (``presence`` < ``identity``)."""
+        if self.needs != "identity":
+            self.needs = what
+
+
 @dataclass
 class Trace:
     """What a capture saw; :mod:`pylucid.compiler.plan` turns it into a program."""
@@ -133,18 +182,18 @@ class Trace:
     input_tensors: list[Tensor] = field(default_factory=list)
     #: value -> (draw kind, shape, dtype, device, generator) of a random draw
     draws: dict[int, tuple] = field(default_factory=dict)
-    #: the leaves whose .grad the backward set: (tensor, grad tensor at the end, assigned?)
-    grads: list[tuple[Tensor, Tensor, bool]] = field(default_factory=list)
-    #: tensors whose .grad the function set to None (zero_grad)
-    cleared: set[int] = field(default_factory=set)
-    #: Python calls to repeat at each replay, in order: ("step", optimizer) / ("sched", s)
-    python_calls: list[tuple[str, Any]] = field(default_factory=list)
+    #: id of a tensor -> what the step did with its .grad
+    grads: dict[int, GradTrack] = field(default_factory=dict)
+    #: Python calls to repeat at each replay, in order: ("step", optimizer, the gradient of
+    #: each of its parameters when it stepped: a tensor or None) / ("schedule", s, None)
+    python_calls: list[tuple[str, Any, Any]] = field(default_factory=list)
     #: optimizer -> its state signature when its step began
     optimizer_states: dict[int, tuple[Optimizer, tuple]] = field(default_factory=dict)
     #: whether an optimizer created state during the capture (a first step)
     created_state: bool = False
-    #: modules whose forward ran, for the guard on their training flag
-    modules: dict[int, Module] = field(default_factory=dict)
+    #: (id of a module, attribute) -> (module, attribute, value): the attributes of modules
+    #: the step read (the first read of each), by value or identity (see ``reads_again``)
+    reads: dict[tuple[int, str], tuple[Module, str, Any]] = field(default_factory=dict)
     #: the values of the tensors the function returned (None for other leaves)
     outputs: list[int | None] = field(default_factory=list)
     #: the first read of tensor values in Python: (what, where), or None
@@ -190,27 +239,83 @@ def user_site() -> str:
     return "<pylucid>"
 
 
+#: Serialises captures (and the plans and code made from them) across threads: a capture
+#: shadows class attributes for its duration.
+CAPTURE_LOCK = threading.RLock()
+_CAPTURING = threading.local()
+
+
+def capturing() -> bool:
+    """Whether this thread is inside a capture (a compiled function called there runs
+    eagerly: its primitives belong to the outer capture)."""
+    return getattr(_CAPTURING, "depth", 0) > 0
+
+
 class Shadowing:
     """Attributes of classes and objects replaced while a context is open (``_patch``) and
     put back in reverse order when it closes (``_restore``; an attribute that was not the
-    owner's own is removed again)."""
+    owner's own is removed again). Replacements made with :meth:`_patch_for_thread` act
+    only in the thread that opened the context; other threads get the original."""
 
     def __init__(self) -> None:
         self._patches: list[tuple[Any, str, Any, bool]] = []
+        self._thread = threading.get_ident()
 
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
         self._patches.append((owner, name, vars(owner).get(name), name in vars(owner)))
         setattr(owner, name, replacement)
 
+    def _patch_for_thread(self, owner: Any, name: str, original: Callable,
+                          replacement: Callable) -> None:  # fmt: skip
+        """Shadow ``owner.name`` (``original``) by ``replacement`` in this thread only."""
+        thread = self._thread
+
+        @functools.wraps(original)
+        def dispatch(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == thread:
+                return replacement(*args, **kwargs)
+            return original(*args, **kwargs)
+
+        self._patch(owner, name, dispatch)
+
     def _shadow_primitives(self, backend: Any, wrap: Callable[[str, Callable], Callable]) -> None:
         """Replace each primitive of ``backend`` (its public methods but the queries) by
-        ``wrap(name, method)``."""
+        ``wrap(name, method)``, in this thread."""
         for name in dir(type(backend)):
             if name.startswith("_") or name in QUERIES:
                 continue
             method = getattr(backend, name)
             if callable(method):
-                self._patch(backend, name, wrap(name, method))
+                self._patch_for_thread(backend, name, method, wrap(name, method))
+
+    def _record_module_reads(self, reads: dict[tuple[int, str], tuple[Module, str, Any]]) -> None:
+        """Note in ``reads``, (id of the module, attribute) -> (module, attribute,
+        :func:`reads_again` of the value), the first read in this thread of each attribute a
+        module holds itself (its ``__dict__``: numbers, flags, hooks, registries) or in its
+        registries (a parameter, buffer or submodule by name) - not its class's methods."""
+        thread = self._thread
+        get = object.__getattribute__
+        registry = Module.__getattr__
+
+        def read(module: Module, name: str) -> Any:
+            value = get(module, name)
+            if threading.get_ident() == thread and name[:2] != "__":
+                key = (id(module), name)
+                if key not in reads and name in get(module, "__dict__"):
+                    reads[key] = (module, name, reads_again(value))
+            return value
+
+        def read_registry(module: Module, name: str) -> Any:
+            try:
+                value = registry(module, name)
+            except AttributeError:  # (``hasattr`` said no: that is read too)
+                reads.setdefault((id(module), name), (module, name, Identity(MISSING)))
+                raise
+            reads.setdefault((id(module), name), (module, name, reads_again(value)))
+            return value
+
+        self._patch(Module, "__getattribute__", read)
+        self._patch_for_thread(Module, "__getattr__", registry, read_registry)
 
     def _restore(self) -> None:
         for owner, name, previous, had in reversed(self._patches):
@@ -221,8 +326,53 @@ class Shadowing:
         self._patches.clear()
 
 
+class _ThreadView:
+    """A cache dict seen as an empty one of its own by one thread (a capture's: it plans
+    afresh, without the fast paths that call compiled loops behind the backend's back),
+    and as itself by the others."""
+
+    def __init__(self, original: dict, thread: int) -> None:
+        self._original, self._thread, self._own = original, thread, {}
+
+    def _target(self) -> dict:
+        return self._own if threading.get_ident() == self._thread else self._original
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._target().get(key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._target()[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._target()[key] = value
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._target()
+
+    def __len__(self) -> int:
+        return len(self._target())
+
+    def clear(self) -> None:
+        self._target().clear()
+
+
+#: Values of module attributes read by value (others are read by identity).
+PLAIN = (bool, int, float, complex, str, bytes, type(None))
+
+
+class _Missing:
+    """The value of an attribute that is not there (``hasattr`` said no)."""
+
+    def __repr__(self) -> str:
+        return "absent"
+
+
+MISSING = _Missing()
+
+
 class Recorder(Shadowing):
-    """A context manager that records a run on ``backend`` into :attr:`trace`.
+    """A context manager that records a run on ``backend`` into :attr:`trace`, from the
+    thread that enters it (other threads run as they always run).
 
     Parameters
     ----------
@@ -240,39 +390,57 @@ class Recorder(Shadowing):
         self._runs: list[tuple[ElementwiseKernel, Any]] = []
         self._nary_depth = 0
         self._updates: list[tuple] = []
+        #: inside zero_grad(set_to_none=True): reading a gradient there decides nothing
+        self._clearing = False
         super().__init__()
 
     # -- installing and removing the recording methods ----------------------------------
 
     def __enter__(self) -> Recorder:
         backend = self.backend
+        self._thread = threading.get_ident()
+        _CAPTURING.depth = getattr(_CAPTURING, "depth", 0) + 1
         self._shadow_primitives(backend, self._recording)
-        self._patch(backend, "_nary", self._recording_loop(backend._nary))
+        self._patch_for_thread(backend, "_nary", backend._nary, self._recording_loop(backend._nary))
         if hasattr(backend, "_fused"):
-            self._patch(backend, "_fused", self._recording_loop(backend._fused, fused=True))
-        self._patch(backend, "_bind", lambda *args, **params: None)
-        self._patch(backend, "_bind_in_place", lambda *args: None)
+            self._patch_for_thread(backend, "_fused", backend._fused,
+                                   self._recording_loop(backend._fused, fused=True))  # fmt: skip
+        self._patch_for_thread(backend, "_bind", backend._bind, lambda *args, **params: None)
+        self._patch_for_thread(backend, "_bind_in_place", backend._bind_in_place,
+                               lambda *args: None)  # fmt: skip
         direct_loops = sys.modules.get("pylucid.backends.numba_backend.elementwise")
         if getattr(direct_loops, "direct", None) is not None:  # (loops called behind _nary)
-            self._patch(direct_loops, "direct", lambda *args: None)
+            self._patch_for_thread(direct_loops, "direct", direct_loops.direct, lambda *a: None)
         # (plans made before bind compiled loops the recording would not see: a capture
         # plans afresh, with _bind off, and the eager plans come back after it)
-        self._saved_plans = op_base._PLANS, op_base._SUMS_TO, op_base._GRAD_RUNS
-        op_base._PLANS, op_base._SUMS_TO, op_base._GRAD_RUNS = {}, {}, {}
-        self._patch(UpdateKernel, "__call__", self._recording_update(UpdateKernel.__call__))
-        self._patch(ElementwiseKernel, "run", self._recording_run(ElementwiseKernel.run))
-        self._patch(Tensor, "_accumulate_grad", self._recording_grad(Tensor._accumulate_grad))
-        self._patch(Tensor, "grad", self._recording_grad_setter(Tensor.grad))
-        self._patch(Optimizer, "_run_step", self._recording_step(Optimizer._run_step))
-        self._patch(LRScheduler, "step", self._recording_schedule(LRScheduler.step))
-        self._patch(Module, "__call__", self._recording_module(Module.__call__))
-        self._patch(factories, "_random", self._recording_draw(factories._random))
-        self._patch(engine, "add_gradients", self._recording_gradient_sum(engine.add_gradients))
+        for name in ("_PLANS", "_SUMS_TO", "_GRAD_RUNS"):
+            self._patch(op_base, name, _ThreadView(getattr(op_base, name), self._thread))
+        self._patch_for_thread(UpdateKernel, "__call__", UpdateKernel.__call__,
+                               self._recording_update(UpdateKernel.__call__))  # fmt: skip
+        self._patch_for_thread(ElementwiseKernel, "run", ElementwiseKernel.run,
+                               self._recording_run(ElementwiseKernel.run))  # fmt: skip
+        self._patch_for_thread(Tensor, "_accumulate_grad", Tensor._accumulate_grad,
+                               self._recording_grad(Tensor._accumulate_grad))  # fmt: skip
+        self._patch(Tensor, "grad", self._recording_grad_property(Tensor.grad))
+        self._patch_for_thread(Optimizer, "_run_step", Optimizer._run_step,
+                               self._recording_step(Optimizer._run_step))  # fmt: skip
+        for owner in (Optimizer, Module):
+            self._patch_for_thread(owner, "zero_grad", owner.zero_grad,
+                                   self._recording_zero_grad(owner.zero_grad))  # fmt: skip
+        self._patch_for_thread(LRScheduler, "step", LRScheduler.step,
+                               self._recording_schedule(LRScheduler.step))  # fmt: skip
+        self._patch_for_thread(Module, "__call__", Module.__call__,
+                               self._recording_module(Module.__call__))  # fmt: skip
+        self._record_module_reads(self.trace.reads)
+        self._patch_for_thread(factories, "_random", factories._random,
+                               self._recording_draw(factories._random))  # fmt: skip
+        self._patch_for_thread(engine, "add_gradients", engine.add_gradients,
+                               self._recording_gradient_sum(engine.add_gradients))  # fmt: skip
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._restore()
-        op_base._PLANS, op_base._SUMS_TO, op_base._GRAD_RUNS = self._saved_plans
+        _CAPTURING.depth -= 1
 
     # -- the recording methods ----------------------------------------------------------
     def _recording(self, name: str, method: Callable) -> Callable:
@@ -379,29 +547,70 @@ class Recorder(Shadowing):
 
         return note
 
+    # -- gradients ------------------------------------------------------------------------
+    def _track(self, tensor: Tensor) -> GradTrack:
+        """The :class:`GradTrack` of ``tensor``'s gradient, begun at its first touch."""
+        track = self.trace.grads.get(id(tensor))
+        if track is None:
+            track = self.trace.grads[id(tensor)] = GradTrack(tensor, tensor._grad)
+        return track
+
     def _recording_grad(self, accumulate: Callable) -> Callable:
         trace = self.trace
 
         def record(tensor: Tensor, grad: Any, owned: bool = False) -> None:
-            assigned = tensor._grad is None
-            if not assigned:
+            track = self._track(tensor)
+            if track.state is ENTRY:  # (None: assigned; else added into in place)
+                track.need("identity" if track.entry is not None else "presence")
+            if tensor._grad is not None:
                 trace.owners.setdefault(trace.ref(tensor._grad._storage).index, tensor._grad)
             accumulate(tensor, grad, owned)
             trace.owners.setdefault(trace.ref(tensor._storage).index, tensor)
-            trace.grads.append((tensor, tensor._grad, assigned))
+            if not (track.state is ENTRY and tensor._grad is track.entry):
+                track.state = tensor._grad
+            trace.ref(tensor._grad._storage)
 
         return record
 
-    def _recording_grad_setter(self, prop: property) -> property:
-        trace = self.trace
+    def _recording_grad_property(self, prop: property) -> property:
+        thread = self._thread
+
+        def get_grad(tensor: Tensor) -> Tensor | None:
+            if threading.get_ident() == thread:
+                track = self._track(tensor)
+                if track.state is ENTRY and self._clearing:
+                    if track.entry is None:  # (skipped: as good as set to None)
+                        track.state = NONE
+                elif track.state is ENTRY:
+                    track.need("identity" if track.entry is not None else "presence")
+            return prop.fget(tensor)
 
         def set_grad(tensor: Tensor, value: Tensor | None) -> None:
-            if value is None:
-                trace.cleared.add(id(tensor))
+            if threading.get_ident() == thread:
+                track = self._track(tensor)
+                if value is None:
+                    track.state = NONE
+                elif value is not tensor._grad:
+                    track.state = value
+                    self.trace.ref(value._storage)
             prop.fset(tensor, value)
 
-        return property(prop.fget, set_grad, None, prop.__doc__)
+        return property(get_grad, set_grad, None, prop.__doc__)
 
+    def _recording_zero_grad(self, zero_grad: Callable) -> Callable:
+        """``zero_grad``: with ``set_to_none`` its reads of the gradients only skip those
+        that are None already - every gradient ends None whatever it was."""
+
+        def record(owner: Any, set_to_none: bool = True) -> None:
+            self._clearing = set_to_none
+            try:
+                zero_grad(owner, set_to_none)
+            finally:
+                self._clearing = False
+
+        return record
+
+    # -- Python state ---------------------------------------------------------------------
     def _recording_step(self, step: Callable) -> Callable:
         trace = self.trace
 
@@ -414,7 +623,8 @@ class Recorder(Shadowing):
                 )
             before = optimizer_state_signature(optimizer)
             trace.optimizer_states.setdefault(id(optimizer), (optimizer, before))
-            trace.python_calls.append(("step", optimizer))
+            gradients = [(p, p._grad) for g in optimizer.param_groups for p in g["params"]]
+            trace.python_calls.append(("step", optimizer, gradients))
             result = step(optimizer, None)
             if optimizer_state_signature(optimizer) != before:
                 trace.created_state = True
@@ -437,7 +647,7 @@ class Recorder(Shadowing):
                     f"pl.compile: {type(scheduler).__name__}.step with arguments at "
                     f"{user_site()} cannot be replayed; call it outside the compiled function"
                 )
-            trace.python_calls.append(("schedule", scheduler))
+            trace.python_calls.append(("schedule", scheduler, None))
             return step(scheduler)
 
         return record
@@ -446,10 +656,11 @@ class Recorder(Shadowing):
         trace = self.trace
 
         def record(module: Module, *args: Any, **kwargs: Any) -> Any:
-            trace.modules.setdefault(id(module), module)
-            for tensor in (*module._parameters.values(), *module._buffers.values()):
-                if tensor is not None:
-                    trace.owners.setdefault(trace.ref(tensor._storage).index, tensor)
+            registries = object.__getattribute__(module, "__dict__")
+            for registry in ("_parameters", "_buffers"):
+                for tensor in registries[registry].values():
+                    if tensor is not None:
+                        trace.owners.setdefault(trace.ref(tensor._storage).index, tensor)
             return call(module, *args, **kwargs)
 
         return record
@@ -480,6 +691,57 @@ class Recorder(Shadowing):
             return backend.add(a, b, np.broadcast_shapes(a.shape, b.shape), as_dtype(a.dtype))
 
         return record
+
+
+class Identity:
+    """A value compared by identity (a tensor, a module, a function, any object)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Identity) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return f"<{type(self.value).__name__} at {id(self.value):#x}>"
+
+
+class Contents:
+    """A list's or dict's items, compared by :func:`reads_again` of each."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple) -> None:
+        self.items = items
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Contents) and other.items == self.items
+
+    def __hash__(self) -> int:
+        return hash(self.items)
+
+    def __repr__(self) -> str:
+        return f"<{len(self.items)} items>"
+
+
+def reads_again(value: Any) -> Any:
+    """What a guard compares of a value a step read: plain Python values (numbers, strings,
+    None, tuples of them) by value, lists and dicts by their items (a module's registry of
+    parameters, its hooks), anything else by identity."""
+    if isinstance(value, PLAIN):
+        return value
+    if type(value) is tuple and all(isinstance(v, PLAIN) for v in value):
+        return value
+    if isinstance(value, dict):
+        return Contents(tuple((k, reads_again(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return Contents(tuple(reads_again(v) for v in value))
+    return Identity(value)
 
 
 def _tokens(trace: Trace, value: Any) -> Any:

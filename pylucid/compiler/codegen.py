@@ -21,6 +21,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from pylucid.compiler.plan import Plan, Step
 from pylucid.kernels import optimizers as update_kernels
 from pylucid.kernels.jit import NumbaCacheWarning
 
-__all__ = ["Segment", "cache_directory", "generate", "load"]
+__all__ = ["LOAD_LOCK", "Segment", "cache_directory", "generate", "load"]
 
 _INDEX = "ijklmnopqrstuvw"
 
@@ -343,10 +344,13 @@ class _Writer:
             f"{handle} = m_update_kernels.{name}.loop({update.choices!r}, {size})"
         )
         dtype = update.compute.name
-        arrays = [  # (values with a place are C-contiguous; owned ones were at capture)
-            self.scratch(update.compute, 0) if r is None else f"{self.var(r.index)}.reshape(-1)"
-            for r in update.arrays
-        ]
+        arrays = [  # (values with a place are C-contiguous, owned ones written in place
+            # were at capture; a gradient may not be: a Linear weight's, read as a C copy)
+            self.scratch(update.compute, 0) if r is None
+            else f"np.ascontiguousarray({self.var(r.index)}).reshape(-1)" if i == 1
+            else f"{self.var(r.index)}.reshape(-1)"
+            for i, r in enumerate(update.arrays)
+        ]  # fmt: skip
         scalars = [f"np.{dtype}(s[{slot + i}])" for i in range(len(update.scalars))]
         if ("scalars",) not in self.segment.arguments:
             self.segment.arguments.append(("scalars",))
@@ -468,25 +472,37 @@ def module_path(text: str, prefix: str) -> str:
     return os.path.join(cache_directory(), f"{prefix}_{digest}.py")
 
 
+#: One thread at a time writes and loads generated modules (another thread finding a module
+#: half-made in ``sys.modules`` would miss its functions).
+LOAD_LOCK = threading.RLock()
+
+
 def load(text: str, prefix: str = "step") -> Any:
     """The module of generated ``text``, written to :func:`module_path` (an existing file
-    of the same hash is reused, with Numba's cache beside it)."""
+    of the same hash is reused, with Numba's cache beside it). Safe from several threads
+    (one loads at a time) and processes (each writes a file of its own and renames it into
+    place, so a reader finds the whole file or none)."""
     path = module_path(text, prefix)
-    if not os.path.exists(path):
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w") as handle:
-            handle.write(text)
-        os.replace(temporary, path)
     name = f"pylucid_compiled_{os.path.basename(path)[:-3]}"
-    module = sys.modules.get(name)
-    if module is None:
+    with LOAD_LOCK:
+        if not os.path.exists(path):
+            temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(temporary, "w") as handle:
+                handle.write(text)
+            os.replace(temporary, path)
+        module = sys.modules.get(name)
+        if module is not None:
+            return module
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
+        sys.modules[name] = module  # (the import protocol's order; others wait for the lock)
         try:
             spec.loader.exec_module(module)
-        except BaseException:
+        except Exception as error:
             del sys.modules[name]
-            raise
-    return module
+            raise RuntimeError(
+                f"pl.compile: the generated module {path} did not load ({type(error).__name__}: "
+                f"{error})"
+            ) from error
+        return module
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pylucid import factories
 from pylucid.compiler.capture import Shadowing
-from pylucid.compiler.program import flatten, rebuild
+from pylucid.compiler.program import describe_read, flatten, read_now, rebuild, same_read
 from pylucid.graph import engine
 from pylucid.tensor import Tensor
 
@@ -39,18 +39,18 @@ class Watch(Shadowing):
         self.made: set[int] = set()
         self.read: dict[int, Any] = {}
         self.refusal: str | None = None
+        #: the attributes of modules the run read (see ``Shadowing._record_module_reads``)
+        self.reads: dict[tuple[int, str], tuple[Any, str, Any]] = {}
         super().__init__()
 
     def __enter__(self) -> Watch:
         self._shadow_primitives(self.backend, self._watching)
-        self._patch(engine, "run_backward", self._refusing("runs backward()", engine.run_backward))
-        self._patch(
-            factories,
-            "_random",
-            self._refusing(
-                "draws random numbers (a compiled replay would repeat them)", factories._random
-            ),
-        )
+        self._patch_for_thread(engine, "run_backward", engine.run_backward,
+                               self._refusing("runs backward()", engine.run_backward))
+        draws = "draws random numbers (a compiled replay would repeat them)"
+        self._patch_for_thread(factories, "_random", factories._random,
+                               self._refusing(draws, factories._random))  # fmt: skip
+        self._record_module_reads(self.reads)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -113,13 +113,16 @@ class MlxProgram:
         The step's arguments flattened (:func:`~pylucid.compiler.program.flatten`).
     state : list of Tensor
         The tensors the step reads that are not its arguments.
+    reads : list of tuple
+        The Python values the step read, ``(kind, owner, name, value)``, guarded as a
+        :class:`~pylucid.compiler.program.Program` guards them.
     """
 
     def __init__(self, fn: Callable[..., Any], backend: Any, template: Any,
-                 leaves: list[Any], state: list[Tensor]) -> None:  # fmt: skip
+                 leaves: list[Any], state: list[Tensor], reads: list[tuple]) -> None:  # fmt: skip
         import mlx.core as mx
 
-        self.backend, self.state = backend, state
+        self.backend, self.state, self.reads = backend, state, reads
         self.positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tensor)]
         self.result_template: Any = None
         #: per leaf of the result: (True, its dtype) for a tensor, (False, the leaf)
@@ -147,10 +150,15 @@ class MlxProgram:
 
         self.compiled = mx.compile(pure)
 
-    def holds(self) -> bool:
-        """Always: the state's current arrays are passed at each call (a changed shape or
-        dtype makes ``mx.compile`` trace again)."""
-        return True
+    def failed_guard(self) -> str | None:
+        """What changed of the Python values ``mx.compile`` froze into its trace: the
+        attributes of modules the step read (and the function's closure and globals);
+        None where nothing did. The state's arrays need no guard: their current arrays are
+        passed at each call (a changed shape or dtype makes ``mx.compile`` trace again)."""
+        for kind, owner, name, expected in self.reads:
+            if not same_read(read_now(kind, owner, name), expected):
+                return f"{describe_read(kind, owner, name)} changed"
+        return None
 
     def __call__(self, tensors: list[Tensor]) -> Any:
         arrays = self.compiled(*[t._storage for t in tensors],

@@ -384,10 +384,11 @@ def _store(p: Plan) -> None:
         for v in reads:
             readers.setdefault(_root(p, v), set()).add(where)
     escaping = set()
-    for _, grad, _ in trace.grads:
-        index = trace.index_of(grad._storage)
-        if index is not None:
-            escaping.add(_root(p, index))
+    for track in trace.grads.values():  # (the gradients a step leaves: read after it)
+        if isinstance(track.state, Tensor):
+            index = trace.index_of(track.state._storage)
+            if index is not None:
+                escaping.add(_root(p, index))
     escaping.update(_root(p, v) for v in trace.outputs if v is not None)
     p.escaping = escaping
     for index, kind in p.kinds.items():

@@ -38,12 +38,18 @@ import numpy as np
 from pylucid.backends.numba_backend.core import _operand
 from pylucid.compiler import kernels
 from pylucid.compiler.capture import Ref
-from pylucid.compiler.codegen import header, load, module_path
+from pylucid.compiler.codegen import LOAD_LOCK, header, load, module_path
 from pylucid.compiler.plan import Plan, Step, importable
 from pylucid.kernels.jit import entry_point
 from pylucid.kernels.losses import check_targets, cross_entropy_loops
 
-__all__ = ["Lowered", "lower"]
+__all__ = ["TARGETS_CHANGED", "Lowered", "lower"]
+
+#: Why a replay whose targets' check gave another answer is abandoned.
+TARGETS_CHANGED = (
+    "the targets' check gave another count of ignored targets than at capture (a mean "
+    "divides by it)"
+)
 
 _HEADER = 7  # kernel address, flat, elements, 4 sizes
 _SLOT = 5  # address, 4 strides
@@ -173,14 +179,17 @@ def _kernel(v: _Variant) -> int:
     """The address of ``v``'s kernel (compiled, or loaded from the cache on disk)."""
     known = _KERNELS.get(v)
     if known is None:
-        text = _source(v)
-        try:
-            module = load(text, prefix="loop")
-        except Exception:  # (a damaged cache entry: removed, and the kernel compiled again)
-            if not _forget(text):
-                raise
-            module = load(text, prefix="loop")
-        known = _KERNELS[v] = (module, module.kernel.address)
+        with LOAD_LOCK:
+            known = _KERNELS.get(v)
+            if known is None:
+                text = _source(v)
+                try:
+                    module = load(text, prefix="loop")
+                except Exception:  # (a damaged cache entry: removed, compiled again)
+                    if not _forget(text):
+                        raise
+                    module = load(text, prefix="loop")
+                known = _KERNELS[v] = (module, module.kernel.address)
     return known[1]
 
 
@@ -456,20 +465,38 @@ def _update(step: Step, arrays: dict[int, np.ndarray]) -> tuple[Callable[[], Non
     update = step.call.update
     compute = update.compute.type
     flats = [
-        np.empty(0, update.compute) if r is None else arrays[r.index].reshape(-1)
+        np.empty(0, update.compute) if r is None else _flat_view(arrays[r.index])
         for r in update.arrays
     ]
     arguments = flats + [compute(s) for s in update.scalars]
     loop = entry_point(update.kernel.loop(update.choices, flats[0].size),
                               tuple(arguments))  # fmt: skip
+    gradient = arrays[update.arrays[1].index] if update.arrays[1] is not None else None
+    if gradient is not None and not gradient.flags.c_contiguous:
+        # (a Fortran-ordered gradient - a Linear weight's, accumulated in place - is read
+        # through a C copy, taken at every replay as the eager update takes it)
+        copy = np.empty(gradient.shape, gradient.dtype)
+        arguments[1] = copy.reshape(-1)
 
-    def run() -> None:
-        loop(*arguments)
+        def run() -> None:
+            np.copyto(copy, gradient)
+            loop(*arguments)
+
+    else:
+
+        def run() -> None:
+            loop(*arguments)
 
     def set_scalars(values: tuple[float, ...]) -> None:
         arguments[len(flats) :] = [compute(v) for v in values]
 
     return run, set_scalars
+
+
+def _flat_view(a: np.ndarray) -> np.ndarray:
+    """``a`` as a flat array sharing its memory (C-contiguous arrays only; the update of
+    another, a gradient's, reads a copy)."""
+    return a.reshape(-1) if a.flags.c_contiguous else np.empty(a.size, a.dtype)
 
 
 def _check(step: Step, arrays: dict[int, np.ndarray], retrace: type) -> Callable[[], None]:
@@ -479,6 +506,6 @@ def _check(step: Step, arrays: dict[int, np.ndarray], retrace: type) -> Callable
 
     def run() -> None:
         if check_targets(values, classes, ignore) != expected:
-            raise retrace
+            raise retrace(TARGETS_CHANGED)
 
     return run
