@@ -18,6 +18,7 @@ import pylucid as pl
 import pylucid.nn.functional as F  # noqa: N812  (PyTorch's spelling)
 from pylucid import nn
 from pylucid.compiler import tape
+from pylucid.compiler.program import Retrace
 from tests.conftest import MLX_MISSING
 
 
@@ -256,8 +257,8 @@ def test_ignored_target_count_change_retraces():
     x = pl.randn(4, 12, dtype=pl.float64)
     for targets in ([1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4], [1, -100, 3, 4]):
         step(x, pl.tensor(targets))
-    # (the first trace saw no gradients to clear, so the second call captures again)
-    assert step.stats.replays == 1 and step.stats.retraces == 1 and step.stats.traces == 3
+    # (the first trace serves the calls with gradients too: its zero_grad drops them first)
+    assert step.stats.replays == 2 and step.stats.retraces == 1 and step.stats.traces == 2
 
 
 def test_bad_targets_still_raise():
@@ -610,3 +611,341 @@ def test_compiling_a_module_gives_torchs_wrapper_running_eagerly() -> None:
     assert pl.compile(model, disable=True) is model
     assert pl.compile(model.forward, backend="eager") == model.forward
     assert pl.compile(lambda t: t * 2, mode="reduce-overhead")(x).shape == (4, 3)
+
+
+# -- issue 31: what a step reads is guarded or read afresh; gradients replay as eager's --------
+def _runs(make, calls, mode=None, between=None):
+    """``make()`` -> (step, tensors to watch); the watched values after each call, eagerly
+    and compiled (``between(i)`` runs before call ``i``), and the compiled step."""
+    results = []
+    for compiled in (False, True):
+        step, watched = make()
+        run = pl.compile(step, mode=mode) if compiled else step
+        values = []
+        for i in range(calls):
+            if between is not None:
+                between(i, watched)
+            out = run()
+            values.append([None if t is None else t.numpy().copy()
+                           for t in (out, *watched())])  # fmt: skip
+        results.append(values)
+    return results[0], results[1], run
+
+
+def _assert_bitwise(eager, compiled):
+    for i, (a_values, b_values) in enumerate(zip(eager, compiled)):
+        for a, b in zip(a_values, b_values):
+            assert (a is None) == (b is None), f"call {i}: a gradient's presence differs"
+            if a is not None:
+                np.testing.assert_array_equal(b, a, err_msg=f"call {i}")
+
+
+@pytest.mark.parametrize("fortran", [False, True], ids=["c-grad", "fortran-grad"])
+def test_zero_grad_keeping_storage_replays_eagers_gradients(fortran):
+    """Case 1: zero_grad(set_to_none=False) in the step - the update uses this call's
+    gradient (also one kept in Fortran order, a Linear weight's layout, read as a copy)."""
+
+    def make():
+        w = pl.tensor(np.arange(6.0).reshape(2, 3) / 10, requires_grad=True)
+        if fortran:
+            w.grad = pl.from_numpy(np.asfortranarray(np.zeros((2, 3))))
+        opt = pl.optim.SGD([w], lr=0.1)
+        x = pl.ones(4, 3, dtype=pl.float64)
+
+        def step():
+            opt.zero_grad(set_to_none=False)
+            loss = ((x @ w.T) ** 2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step, lambda: (w, w.grad)
+
+    eager, compiled, step = _runs(make, 6)
+    assert [v[1][0, 0] for v in eager[:4]] == pytest.approx([-0.24, 0.096, -0.3744, 0.28416])
+    _assert_bitwise(eager, compiled)
+    assert step.stats.replays >= 3
+
+
+@pytest.mark.parametrize("where", ["after", "before", "end_of_step", "scheduler_outside"])
+def test_zero_grad_outside_or_at_the_end_replays(where):
+    """Case 2: zero_grad() outside the step (after or before each call, with a scheduler
+    stepped outside between), or set_to_none at the step's end (a GPT trainer's)."""
+
+    def make():
+        pl.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).to(pl.float64)
+        opt = pl.optim.SGD(model.parameters(), lr=0.1)
+        sched = pl.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        x = pl.tensor(np.linspace(-1, 1, 15).reshape(5, 3))
+
+        def step():
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            if where == "end_of_step":
+                opt.zero_grad(set_to_none=True)
+            return loss
+
+        make.state = opt, sched
+        return step, lambda: [t for p in model.parameters() for t in (p, p.grad)]
+
+    def between(i, watched):
+        opt, sched = make.state
+        if where in ("after", "scheduler_outside") and i:
+            opt.zero_grad()
+        if where == "before":
+            opt.zero_grad()
+        if where == "scheduler_outside" and i:
+            sched.step()
+
+    eager, compiled, step = _runs(make, 7, between=between)
+    _assert_bitwise(eager, compiled)
+    assert step.stats.replays >= 5
+
+
+def test_accumulation_over_calls_without_zeroing_replays():
+    """Gradients accumulated over several calls, zeroed every third (set_to_none both
+    ways): the replays add into the gradient the step found, as eager does."""
+    for set_to_none in (True, False):
+
+        def make(set_to_none=set_to_none):
+            pl.manual_seed(1)
+            model = nn.Linear(3, 2).to(pl.float64)
+            opt = pl.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+            x = pl.tensor(np.linspace(-1, 1, 12).reshape(4, 3))
+            make.opt = opt
+
+            def accumulate():
+                loss = model(x).pow(2).sum()
+                loss.backward()
+                opt.step()
+                return loss
+
+            return accumulate, lambda: [t for p in model.parameters() for t in (p, p.grad)]
+
+        def between(i, watched, set_to_none=set_to_none):
+            if i % 3 == 0:
+                make.opt.zero_grad(set_to_none=set_to_none)
+
+        eager, compiled, step = _runs(make, 10, between=between)
+        _assert_bitwise(eager, compiled)
+        assert step.stats.replays >= 5
+
+
+@pytest.mark.parametrize("change", ["parameter", "submodule", "negative_slope", "dropout_p"])
+def test_what_a_forward_reads_is_guarded(change):
+    """Case 3: a parameter replaced by a new nn.Parameter, a submodule replaced, a Python
+    number a module's forward reads (LeakyReLU's slope, Dropout's p) changed between calls:
+    the step captures again and gives eager's values."""
+
+    def make():
+        pl.manual_seed(2)
+        model = nn.Sequential(nn.Linear(3, 4), nn.LeakyReLU(0.1), nn.Linear(4, 2),
+                              nn.Dropout(0.25)).to(pl.float64)  # fmt: skip
+        opt = pl.optim.SGD(model.parameters(), lr=0.1)
+        x = pl.tensor(np.linspace(-1, 1, 15).reshape(5, 3))
+        make.model = model
+
+        def step():
+            opt.zero_grad()
+            loss = model(x).pow(2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step, lambda: [*model.parameters()]
+
+    def between(i, watched):
+        model = make.model
+        if i == 3:
+            if change == "parameter":
+                with pl.no_grad():
+                    model[2].weight = nn.Parameter(model[2].weight * 0.5)
+            elif change == "submodule":
+                pl.manual_seed(5)
+                model[2] = nn.Linear(4, 2).to(pl.float64)
+            elif change == "negative_slope":
+                model[1].negative_slope = 0.3
+            else:
+                model[3].p = 0.5
+        pl.manual_seed(100 + i)
+
+    eager, compiled, step = _runs(make, 6, between=between)
+    _assert_bitwise(eager, compiled)
+    # (a new parameter is not the optimizer's: its zero_grad leaves the gradient, which the
+    # next call adds to - a second capture)
+    assert step.stats.recaptures == (2 if change in ("parameter", "submodule") else 1)
+    assert step.stats.replays >= 1
+
+
+@pytest.mark.parametrize("change", ["betas", "betas_form", "nesterov", "amsgrad", "weight_decay"])
+def test_hyperparameters_changed_between_calls_train_as_eager(change):
+    """Case 4: Adam's betas are read at every replay; a hyperparameter that selects the
+    update's form (nesterov, amsgrad, weight decay turned on, a beta1 below 0.5: another
+    interpolation of the moments) abandons the replay before anything changed and captures
+    again."""
+
+    def make():
+        pl.manual_seed(3)
+        model = nn.Linear(3, 2).to(pl.float64)
+        if change == "nesterov":
+            opt = pl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        else:
+            opt = pl.optim.Adam(model.parameters(), lr=0.01)
+        x = pl.tensor(np.linspace(-1, 1, 12).reshape(4, 3))
+        make.opt = opt
+
+        def step():
+            opt.zero_grad()
+            loss = model(x).pow(2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step, lambda: [*model.parameters(), *[
+            v for s in opt.state.values() for v in s.values() if isinstance(v, pl.Tensor)]]
+
+    def between(i, watched):
+        if i == 4:
+            group = make.opt.param_groups[0]
+            value = {"betas": (0.8, 0.99), "betas_form": (0.4, 0.99), "nesterov": True,
+                     "amsgrad": True, "weight_decay": 0.1}[change]  # fmt: skip
+            group["betas" if change == "betas_form" else change] = value
+
+    eager, compiled, step = _runs(make, 8, between=between)
+    _assert_bitwise(eager, compiled)
+    # (amsgrad turned on after the first step: eager's Adam has no max_exp_avg_sq state and
+    # keeps its form)
+    assert step.stats.recaptures == (0 if change in ("betas", "amsgrad") else 1)
+
+
+def test_an_abandoned_replay_leaves_everything_as_it_was():
+    """The replay a changed update form abandons has run the optimizer's Python (step
+    counts) and copied its inputs: all of it is put back before the capture runs."""
+    model = nn.Linear(3, 2).to(pl.float64)
+    opt = pl.optim.Adam(model.parameters(), lr=0.01)
+    x = pl.tensor(np.linspace(-1, 1, 12).reshape(4, 3))
+
+    def step():
+        opt.zero_grad()
+        model(x).pow(2).sum().backward()
+        opt.step()
+
+    compiled = pl.compile(step)
+    for _ in range(3):
+        compiled()
+    program = compiled.programs[-1]
+    before = ([p.numpy().copy() for p in model.parameters()],
+              [s["step"] for s in opt.state.values()])  # fmt: skip
+    opt.param_groups[0]["betas"] = (0.4, 0.999)  # (beta1 < 0.5: another form of the update)
+    with pytest.raises(Retrace, match="Adam's update took another form"):
+        program([])
+    after = ([p.numpy().copy() for p in model.parameters()],
+             [s["step"] for s in opt.state.values()])  # fmt: skip
+    for a, b in zip(before[0], after[0]):
+        np.testing.assert_array_equal(a, b)
+    assert before[1] == after[1]
+
+
+def test_a_step_that_keeps_capturing_again_warns_once_and_runs_eagerly():
+    """A module attribute changed before every call: after RECAPTURE_LIMIT captures the
+    function runs eagerly, with one warning naming the guard that failed."""
+    from pylucid.compiler.api import RECAPTURE_LIMIT
+
+    model = nn.Sequential(nn.Linear(3, 2), nn.LeakyReLU(0.1)).to(pl.float64)
+    x = pl.tensor(np.linspace(-1, 1, 12).reshape(4, 3))
+
+    def step():
+        return model(x).sum()
+
+    compiled = pl.compile(step)
+    with pytest.warns(RuntimeWarning, match=r"captured again \d+ times.*negative_slope"):
+        for i in range(RECAPTURE_LIMIT + 4):
+            model[1].negative_slope = 0.1 + i / 100
+            assert compiled().item() == step().item()
+    assert compiled.stats.eager_calls >= 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled()
+
+
+def test_closure_and_global_numbers_are_guarded():
+    """A Python number the step function reads from its closure or globals is a guard."""
+    scale = [2.0]
+    w = pl.tensor([1.0, 2.0], requires_grad=True)
+
+    def make_step(factor):
+        def step(x):
+            return (x * w * factor * _GLOBAL_FACTOR).sum()
+
+        return step
+
+    global _GLOBAL_FACTOR
+    _GLOBAL_FACTOR = 1.0
+    step = make_step(scale[0])
+    compiled = pl.compile(step)
+    x = pl.tensor([1.0, 1.0])
+    for _ in range(3):
+        assert compiled(x).item() == 6.0
+    _GLOBAL_FACTOR = 3.0
+    assert compiled(x).item() == 18.0
+    assert compiled.stats.recaptures == 1
+
+
+_GLOBAL_FACTOR = 1.0
+
+
+def test_captures_in_two_threads_with_a_cold_cache(tmp_path, monkeypatch, mode):
+    """Case 5: two compiled steps captured at once in two threads, with an empty compile
+    cache (a generated module loaded by one thread while the other wants it), and a capture
+    beside a thread running eager ops: each gives eager's values, none records the other."""
+    import threading
+
+    monkeypatch.setenv("PYLUCID_COMPILE_CACHE", str(tmp_path))
+    monkeypatch.setattr(tape, "_KERNELS", {})
+
+    def world():
+        pl.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
+        opt = pl.optim.SGD(model.parameters(), lr=0.1)
+        x = pl.tensor(np.linspace(-1, 1, 24).reshape(6, 4), dtype=pl.float32)
+
+        def step():
+            opt.zero_grad()
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    steps = {"a": pl.compile(world()), "b": pl.compile(world()), "eager": world()}
+    results, errors = {}, []
+    barrier = threading.Barrier(3)
+
+    def train(name):
+        try:
+            barrier.wait()
+            results[name] = [steps[name]().item() for _ in range(5)]
+        except BaseException as error:  # noqa: BLE001  (reported by the main thread)
+            errors.append((name, error))
+
+    def eager_ops():
+        barrier.wait()
+        a = pl.randn(50, 50)
+        for _ in range(200):
+            (a.tanh() * 2 + 1).sum()
+
+    threads = [threading.Thread(target=train, args=(name,)) for name in "ab"]
+    threads.append(threading.Thread(target=eager_ops))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    expected = [steps["eager"]().item() for _ in range(5)]
+    rtol = 0 if mode == "tape" else 1e-6  # (fused sums a float32 mean in float64)
+    np.testing.assert_allclose(results["a"], expected, rtol=rtol)
+    np.testing.assert_allclose(results["b"], expected, rtol=rtol)
+    assert steps["a"].stats.replays == steps["b"].stats.replays == 4
