@@ -53,7 +53,7 @@ LOOP_FAMILIES = frozenset(info.name for info in elementwise.RECORDS + binary.REC
 CPU_SAMPLE = ("exp", "pow", "where")
 
 #: ``python -m pylucid demo --help``: what the demo does, how long it takes, where it writes.
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 The main job, on every available backend (cpu: Numba; gpu: MLX where installed):
 fit a logistic regression whose loss is a cross-entropy in bits; train an MLP and
 a CNN (pylucid.nn, AdamW, a cosine schedule, gradient clipping) on a built-in
@@ -61,14 +61,15 @@ image task, save the CNN's checkpoint and reload it into a fresh model, and trai
 the MLP again in float16 under autocast; then gradcheck every op against float64
 finite differences, at one input shape each (the test suite checks every shape):
 every op on the gpu, and on the cpu every op but the elementwise and binary ones,
-whose loops are generated from one template, of which exp, pow and where (without
+whose loops are generated from one template, of which {", ".join(CPU_SAMPLE)} (without
 MLX, every op on the cpu). Exits 1 if a gradcheck fails."""
 EPILOG = f"""\
 time:
-  The first run compiles some 175 kernels with Numba, about 20 s of work on an
-  idle machine, and says "{COMPILING}" meanwhile. Numba caches
-  them (in NUMBA_CACHE_DIR, else in __pycache__ beside pylucid's sources), so
-  later runs take about 6 s.
+  First run: about 25 s on an idle 2-core machine, most of it Numba compiling
+  some 90 kernels, while it says "{COMPILING}" (without MLX,
+  where the cpu gradchecks every op: some 175 kernels, about 35 s). Numba caches
+  them (in NUMBA_CACHE_DIR, else in __pycache__ beside pylucid's sources), and
+  later runs take about 5 s. A busy machine takes longer.
 
 writes, into {OUT_DIR}/ in the working directory:
   cnn-cpu.safetensors, cnn-gpu.safetensors   the CNN's checkpoint on each backend
