@@ -273,7 +273,7 @@ class Console:
         self._err = err or sys.stderr
         self._lock = threading.RLock()
         self._bar: Bar | None = None
-        self._status_width = 0
+        self._status = ""  # the status line shown, if any
         self._last = clock()
         self._compiled_at_last = watch.count
 
@@ -339,15 +339,16 @@ class Console:
         self._compiled_at_last = self.watch.count
 
     def _show_status(self, text: str) -> None:
-        self._err.write("\r" + text.ljust(self._status_width))
-        self._err.flush()
-        self._status_width = len(text)
+        if text != self._status:
+            self._err.write("\r" + text.ljust(len(self._status)))
+            self._err.flush()
+            self._status = text
 
     def _clear_status(self) -> None:
-        if self._status_width:
-            self._err.write("\r" + " " * self._status_width + "\r")
+        if self._status:
+            self._err.write("\r" + " " * len(self._status) + "\r")
             self._err.flush()
-            self._status_width = 0
+            self._status = ""
 
 
 def make_dataset(n: int = 512, features: int = 4, seed: int = 0) -> tuple[np.ndarray, ...]:

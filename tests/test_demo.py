@@ -182,6 +182,9 @@ def test_heartbeat_between_bars_shows_a_status_line_the_next_line_replaces(watch
     console.beat()
     status = "  ... compiling kernels, first run only (0 done) [1 s]"
     assert err.getvalue() == "\r" + status
+    clock.advance(0.1)
+    console.beat()
+    assert err.getvalue() == "\r" + status  # nothing new to say: nothing written
     watch.on_end(None)
     console.line("  step   0  loss 1.0000 bits")
     assert err.getvalue().endswith("\r" + " " * len(status) + "\r")
