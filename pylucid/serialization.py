@@ -1,7 +1,8 @@
 """Checkpoints without pickle: :func:`save` and :func:`load` in the safetensors format.
 
 A checkpoint is a *state dict*: a tensor, or dicts (str or int keys), lists and tuples
-nesting tensors, Python numbers (bool, int, float), None and strings. Loading runs no code
+nesting tensors, NumPy arrays and scalars, Python numbers (bool, int, float), None and
+strings. Loading runs no code
 from the file, so a checkpoint from an untrusted source can be read safely.
 
 :func:`load` also reads PyTorch's ``torch.save`` checkpoints (zip archives), through an
@@ -34,7 +35,9 @@ of ``{"version": 1, "root": NODE}``, where a NODE is
 - ``{"dict": [[KEY, NODE], ...]}``, each KEY a string or an integer, in the dict's order;
 - ``{"tensor": NAME, "device": "cpu" | "gpu"}``: the tensor stored under NAME, saved from
   that device; a later occurrence of the same Tensor object adds ``"same_as": FIRST``, the
-  NAME of the first.
+  NAME of the first;
+- ``{"ndarray": NAME}`` (``"scalar": true`` for a NumPy scalar): a NumPy array stored under
+  NAME, of any dtype safetensors holds, loaded back as a NumPy array (or scalar).
 
 Semantics
 ---------
@@ -71,11 +74,11 @@ import numpy as np
 
 from pylucid import backends, torch_checkpoint
 from pylucid.backends.base import Backend
-from pylucid.compat import differs
+from pylucid.compat import differs, unsupported
 from pylucid.dtypes import DType, bfloat16, bool_, float16, float32, float64, int32, int64
 from pylucid.tensor import Tensor
 
-__all__ = ["save", "load"]
+__all__ = ["add_safe_globals", "load", "safe_globals", "save"]
 
 #: The metadata entry holding the structure, and the version of its scheme.
 METADATA_KEY = "pylucid"
@@ -95,6 +98,11 @@ _DTYPES: dict[str, DType] = {
     "F32": float32,
     "F64": float64,
 }
+#: The NumPy dtypes of arrays a checkpoint holds as arrays (safetensors' element types).
+_ARRAY_DTYPES = frozenset(
+    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "float16", "float32", "float64", "bfloat16"}
+)  # fmt: skip
 _INTEGER = re.compile(r"-?[0-9]+")
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -115,34 +123,51 @@ def _safetensors() -> Any:
     "writes safetensors, not a pickle: nested state dicts of tensors, numbers, strings, "
     "lists and tuples (another object raises TypeError); PyTorch and safetensors read them"
 )
-def save(obj: Any, path: str | os.PathLike[str]) -> None:
-    """Save a tensor or a state dict to ``path`` as a safetensors file (no pickle).
+def save(
+    obj: Any,
+    f: str | os.PathLike[str] | IO[bytes],
+    pickle_module: Any = None,
+    pickle_protocol: int | None = None,
+    _use_new_zipfile_serialization: bool = True,
+    _disable_byteorder_record: bool = False,
+) -> None:
+    """Save a tensor or a state dict to ``f`` as a safetensors file (no pickle).
 
-    The file is written to a temporary file in the same directory and then renamed onto
-    ``path``, so a crash mid-save leaves any earlier file under the name intact. See the
-    module documentation for the keys and the metadata scheme.
+    A path is written through a temporary file in the same directory, then renamed onto
+    it, so a crash mid-save leaves any earlier file under the name intact; a file object
+    open for writing receives the whole file's bytes. See the module documentation for
+    the keys and the metadata scheme.
 
     Parameters
     ----------
-    obj : Tensor, dict, list, tuple, bool, int, float, str or None
-        The object: tensors, nested in dicts (str or int keys), lists and tuples, with
-        Python numbers, None and strings (a model's, optimizer's or scheduler's state
-        dict).
-    path : str or os.PathLike
-        The file to write (replaced if it exists).
+    obj : Tensor, ndarray, dict, list, tuple, bool, int, float, str or None
+        The object: tensors and NumPy arrays, nested in dicts (str or int keys), lists and
+        tuples, with Python numbers, None and strings (a model's, optimizer's or
+        scheduler's state dict).
+    f : str, os.PathLike or binary file object
+        The file to write (replaced if it exists), or a file object with ``write``.
+    pickle_module, pickle_protocol, _use_new_zipfile_serialization, _disable_byteorder_record
+        PyTorch's options, accepted: there is no pickle to configure.
 
     Raises
     ------
     TypeError
-        For an object of another type (a lambda, a set, a NumPy array) or a dict key that
-        is not a str or an int; the message names its path in ``obj``.
+        For an object of another type (a module, a lambda, a set) or a dict key that is not
+        a str or an int; the message names its path in ``obj``.
     ValueError
         For an object that contains itself, a tensor whose key would be ``"__metadata__"``,
         or a structure too large for a safetensors header (100 MB).
     FileNotFoundError
         If the directory of ``path`` does not exist.
     """
-    target = os.fspath(path)
+    if hasattr(f, "write") and not isinstance(f, (str, bytes, os.PathLike)):
+        with tempfile.TemporaryDirectory(prefix="pylucid-save-") as directory:
+            staged = os.path.join(directory, "checkpoint.safetensors")
+            save(obj, staged)
+            with open(staged, "rb") as written:
+                shutil.copyfileobj(written, f)
+        return
+    target = os.fspath(f)
     safetensors = _safetensors()
     encoder = _Encoder(flat=_is_flat_state_dict(obj))
     root = encoder.encode(obj, (), "obj")
@@ -204,6 +229,10 @@ class _Encoder:
     def encode(self, obj: Any, keys: tuple[str | int, ...], where: str) -> Any:
         if isinstance(obj, Tensor):
             return self._tensor(obj, keys, where)
+        if isinstance(obj, np.ndarray):
+            return self._array(obj, keys, where, scalar=False)
+        if isinstance(obj, (np.number, np.bool_)):
+            return self._array(np.asarray(obj), keys, where, scalar=True)
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int):
@@ -221,10 +250,12 @@ class _Encoder:
                 return self._container(obj, keys, where)
             finally:
                 self._open.discard(id(obj))
-        hint = " (convert it with .item() or tolist())" if isinstance(obj, np.generic) else ""
+        module = " (save its state_dict(), and load that into a new one)" if hasattr(
+            obj, "state_dict") else ""  # fmt: skip
         raise TypeError(
-            f"save: {where} is a {type(obj).__name__}, which a checkpoint cannot hold{hint}; "
-            f"it holds tensors, dicts, lists, tuples, bool, int, float, str and None"
+            f"save: {where} is a {type(obj).__name__}, which a checkpoint cannot hold{module}; "
+            f"it holds tensors, NumPy arrays, dicts, lists, tuples, bool, int, float, str and "
+            f"None"
         )
 
     def _container(self, obj: dict | list | tuple, keys: tuple, where: str) -> Any:
@@ -241,7 +272,20 @@ class _Encoder:
         items = [self.encode(v, (*keys, i), f"{where}[{i}]") for i, v in enumerate(obj)]
         return items if isinstance(obj, list) else {"tuple": items}
 
-    def _tensor(self, t: Tensor, keys: tuple[str | int, ...], where: str) -> dict[str, str]:
+    def _array(
+        self, array: np.ndarray, keys: tuple[str | int, ...], where: str, scalar: bool
+    ) -> dict[str, Any]:
+        if array.dtype.name not in _ARRAY_DTYPES:
+            raise TypeError(
+                f"save: {where} is a NumPy array of dtype {array.dtype}, which safetensors "
+                f"cannot hold; it holds {', '.join(sorted(_ARRAY_DTYPES))}"
+            )
+        key = self._key(keys, where)
+        self.arrays[key] = np.asarray(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
+        return {"ndarray": key, "scalar": True} if scalar else {"ndarray": key}
+
+    def _key(self, keys: tuple[str | int, ...], where: str) -> str:
+        """The safetensors key of the value at ``keys`` (see the module docs)."""
         if not keys:
             key = ROOT_TENSOR_KEY
         elif self.flat:
@@ -253,6 +297,10 @@ class _Encoder:
                 f"save: the tensor at {where} would be stored under '__metadata__', a key the "
                 f"safetensors format reserves; rename it"
             )
+        return key
+
+    def _tensor(self, t: Tensor, keys: tuple[str | int, ...], where: str) -> dict[str, str]:
+        key = self._key(keys, where)
         self.arrays[key] = _exact_contiguous(t)
         node = {"tensor": key, "device": t.device}
         first = self._first_key.setdefault(id(t), key)
@@ -589,6 +637,8 @@ class _Reader:
             raise self.fail(where, f"is {json.dumps(node)[:60]}, not a node")
         if "tensor" in node:
             return self._tensor_node(node, where)
+        if "ndarray" in node:
+            return self._array_node(node, where)
         (kind, value), *rest = node.items()
         if rest or kind not in ("float", "tuple", "dict"):
             raise self.fail(where, f"has the unknown form {sorted(node)}")
@@ -608,6 +658,25 @@ class _Reader:
             key = pair[0]
             result[key] = self.decode(pair[1], f"{where}[{key!r}]")
         return result
+
+    def _array_node(self, node: dict[str, Any], where: str) -> Any:
+        key, scalar = node.get("ndarray"), node.get("scalar", False)
+        if set(node) - {"ndarray", "scalar"} or not isinstance(key, str) or scalar not in (
+            True, False):  # fmt: skip
+            raise self.fail(where, f"is a malformed array reference {json.dumps(node)[:80]}")
+        if key not in self.keys:
+            raise self.fail(where, f"names the array {key!r}, which the file does not hold")
+        self._check_dimensions(key)
+        array = self.handle.get_tensor(key)
+        return array[()] if scalar else array
+
+    def _check_dimensions(self, key: str) -> None:
+        dimensions = len(self.handle.get_slice(key).get_shape())
+        if dimensions > MAX_DIMENSIONS:
+            raise ValueError(
+                f"load: {self.path!r}: the tensor {key!r} declares {dimensions} dimensions; "
+                f"arrays have at most {MAX_DIMENSIONS} (a corrupted or hostile header)"
+            )
 
     def _tensor_node(self, node: dict[str, Any], where: str) -> Tensor:
         key, device, first = node.get("tensor"), node.get("device"), node.get("same_as", None)
@@ -629,13 +698,8 @@ class _Reader:
 
     def tensor(self, key: str, saved_device: str) -> Tensor:
         """The tensor stored under ``key``, placed from its ``saved_device``."""
-        view = self.handle.get_slice(key)
-        stored, shape = view.get_dtype(), view.get_shape()
-        if len(shape) > MAX_DIMENSIONS:
-            raise ValueError(
-                f"load: {self.path!r}: the tensor {key!r} declares {len(shape)} dimensions; "
-                f"arrays have at most {MAX_DIMENSIONS} (a corrupted or hostile header)"
-            )
+        self._check_dimensions(key)
+        stored = self.handle.get_slice(key).get_dtype()
         dtype = _DTYPES.get(stored)
         if dtype is None:
             supported = ", ".join(f"{k} ({d.name})" for k, d in _DTYPES.items())
@@ -646,3 +710,12 @@ class _Reader:
         backend = self.place(saved_device)
         array = self.handle.get_tensor(key)  # a private, writable, C-contiguous copy
         return Tensor._make(backend.from_numpy(array, dtype), backend, dtype)
+
+
+_NO_OBJECTS = (
+    "pylucid's loader builds tensors, NumPy arrays and plain containers only, never other "
+    "objects (allow-listed or not); save model.state_dict() and load it into a model you "
+    "construct"
+)
+safe_globals = unsupported("serialization.safe_globals", _NO_OBJECTS)
+add_safe_globals = unsupported("serialization.add_safe_globals", _NO_OBJECTS)

@@ -429,3 +429,31 @@ def test_ddp_argument_errors() -> None:
         DistributedDataParallel(pl.zeros(2))
     with pytest.raises(TypeError, match="process_group must be a pylucid.distributed"):
         DistributedDataParallel(net, process_group="world")
+
+
+def test_pytorchs_launcher_variables_and_backend_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rank sees RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE as under torchrun (nanoGPT
+    decides whether it is distributed by RANK); 'gloo' is the automatic choice; 'nccl' and
+    a job torchrun started (no MPI: each rank would silently train alone) raise."""
+    from pylucid.distributed.run import torch_launcher_variables
+
+    mpich = {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}
+    assert torch_launcher_variables(mpich) == {
+        "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"
+    }  # fmt: skip
+    assert torch_launcher_variables({**mpich, "RANK": "0"}).get("RANK") is None
+    for name in ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MPI_LOCALRANKID",
+                 "MLX_RANK", "WORLD_SIZE"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match="'nccl' is PyTorch's CUDA backend.*'gloo'"):
+        dist.init_process_group("nccl")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(RuntimeError, match="torchrun.*pylucid.distributed.launch -n 2"):
+        dist.init_process_group("gloo")
+    assert not dist.is_initialized()
+    monkeypatch.delenv("WORLD_SIZE")
+    try:
+        assert dist.init_process_group(backend="gloo").size == 1
+    finally:
+        dist.destroy()

@@ -111,12 +111,13 @@ def init(backend: str | None = None,
 
     Parameters
     ----------
-    backend : {None, "mpi", "mlx", "single"}
+    backend : {None, "gloo", "mpi", "mlx", "single"}
         ``"mpi"``: MPI through mpi4py (the numba backend's engine); ``"mlx"``: MLX's
         distributed group (its ring backend, started by ``mlx.launch``); ``"single"``: one
-        process, collectives do nothing. None: MPI when the process was started by an MPI
-        launcher (``mpiexec``, ``python -m pylucid.distributed.launch``), MLX's group when
-        ``mlx.launch`` started it, else a single process.
+        process, collectives do nothing. None (and PyTorch's CPU backend ``"gloo"``): MPI
+        when the process was started by an MPI launcher (``mpiexec``, ``python -m
+        pylucid.distributed.launch``), MLX's group when ``mlx.launch`` started it, else a
+        single process. PyTorch's CUDA backends (``"nccl"``) raise.
     timeout : float or datetime.timedelta, optional
         How long a collective waits for the other ranks: seconds, or a timedelta as
         PyTorch's ``init_process_group`` takes; ``math.inf`` for no limit; None:
@@ -135,6 +136,9 @@ def init(backend: str | None = None,
     ------
     TypeError, ValueError
         For a timeout that is not positive seconds or a timedelta, or an unknown backend.
+    RuntimeError
+        When ``torchrun`` (or another PyTorch launcher) started the process with more than
+        one rank: its ranks have no MPI, so each would otherwise train alone.
     TimeoutError
         When the other ranks do not all call ``init`` within ``timeout`` (MPI).
     """
@@ -142,6 +146,7 @@ def init(backend: str | None = None,
     if _GROUP is not None:
         return _GROUP
     seconds = _seconds(timeout)
+    backend = _torch_backend(backend)
     if backend is None:
         if launched_by_mpi():
             backend = "mpi"
@@ -170,6 +175,36 @@ def init(backend: str | None = None,
             atexit.register(destroy)  # (after the script: the other ranks learn it left)
             _LEAVES_AT_EXIT = True
     return group
+
+
+#: PyTorch's CPU backend: its collectives are MPI's here (the same results).
+_CPU_BACKENDS = ("gloo",)
+#: PyTorch's GPU backends: CUDA's, which pylucid does not have.
+_GPU_BACKENDS = ("nccl", "ucc", "xccl")
+
+
+def _torch_backend(backend: str | None) -> str | None:
+    """``backend`` with PyTorch's names read (``"gloo"``: the automatic choice, MPI under a
+    launcher); refused: a GPU backend, and a job that ``torchrun`` started (its ranks have
+    no MPI, so each would run alone, silently)."""
+    if backend in _GPU_BACKENDS:
+        raise ValueError(
+            f"init: backend {backend!r} is PyTorch's CUDA backend; pylucid has no CUDA: use "
+            f"backend='gloo' or None (MPI for numba tensors) or 'mlx' (MLX's group for gpu "
+            f"tensors)"
+        )
+    world = os.environ.get("WORLD_SIZE", "")
+    if (
+        world.isdigit() and int(world) > 1 and not launched_by_mpi()
+        and "MLX_RANK" not in os.environ
+    ):  # fmt: skip
+        raise RuntimeError(
+            f"init: this process was started by torchrun or another PyTorch launcher "
+            f"(WORLD_SIZE={world}, RANK={os.environ.get('RANK', '?')}), whose ranks have no "
+            f"MPI to talk over, so each would train alone; start the job with "
+            f"python -m pylucid.distributed.launch -n {world} SCRIPT (mpiexec), or mlx.launch"
+        )
+    return None if backend in _CPU_BACKENDS else backend
 
 
 def init_process_group(backend: str | None = None,

@@ -8,6 +8,9 @@ Around the script it
   address): that the rank started, and how its script ended (the exit status, and the
   exception of a failure); a process that ends without that report (``os._exit``, a
   signal, a crash) is one the launcher counts as failed, whatever its status;
+- sets PyTorch's launcher variables ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and
+  ``LOCAL_WORLD_SIZE`` from the MPI launcher's (where not set already), as ``torchrun`` sets
+  them, so a program's ``ddp = int(os.environ.get("RANK", -1)) != -1`` finds the job;
 - ends the whole job when the script fails (an uncaught exception: status 1, or 130 for
   KeyboardInterrupt; a non-zero ``sys.exit``): ``MPI_Abort`` when MPI is initialized, so
   that no rank waits for this one in a collective (an exiting MPI rank would otherwise wait
@@ -29,6 +32,26 @@ from pylucid.distributed import monitor
 __all__ = ["main"]
 
 _USAGE = "usage: python -m pylucid.distributed.run (SCRIPT | -m MODULE) [ARGS]"
+
+
+#: PyTorch's launcher variables and, for each, the MPI launchers' (MPICH's hydra, Open MPI).
+_TORCH_VARIABLES = {
+    "RANK": ("PMI_RANK", "OMPI_COMM_WORLD_RANK"),
+    "WORLD_SIZE": ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"),
+    "LOCAL_RANK": ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    "LOCAL_WORLD_SIZE": ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+}
+
+
+def torch_launcher_variables(environment: dict[str, str]) -> dict[str, str]:
+    """PyTorch's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` as the MPI
+    launcher's variables in ``environment`` give them (those already set are kept)."""
+    found = {}
+    for name, sources in _TORCH_VARIABLES.items():
+        value = next((environment[s] for s in sources if environment.get(s, "").isdigit()), None)
+        if name not in environment and value is not None:
+            found[name] = value
+    return found
 
 
 def _run(args: list[str]) -> None:
@@ -81,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_USAGE, file=sys.stderr)
         return 2
     monitor.connect()
+    os.environ.update(torch_launcher_variables(dict(os.environ)))
     try:
         _run(args)
     except SystemExit as exc:
