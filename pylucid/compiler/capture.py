@@ -25,6 +25,7 @@ on data, which a replay would not see.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import threading
 import traceback
@@ -447,7 +448,7 @@ class Recorder(Shadowing):
         if name == "to_numpy":
             return self._host_read(method, _READS_VALUES)
         if name == "from_numpy":  # (random draws record their own from_numpy: as a draw)
-            return self._host_read(method, _MAKES_FROM_DATA)
+            return self._recording_from_numpy(method)
         trace = self.trace
 
         def record(*args: Any) -> Any:
@@ -534,6 +535,24 @@ class Recorder(Shadowing):
         def record(kernel: UpdateKernel, choices: tuple, param: Any, *args: Any) -> None:
             self._updates.append((kernel, choices, param, args))
             return call(kernel, choices, param, *args)
+
+        return record
+
+    def _recording_from_numpy(self, method: Callable) -> Callable:
+        """``from_numpy``: an array of pylucid's made from Python numbers alone (``arange``,
+        ``linspace``, ``eye``, the mask of ``tril``/``triu``) is recorded as a constant of
+        the trace; any other (``pl.tensor(data)``, a batch) is a read of Python data."""
+        trace, noted = self.trace, self._host_read(method, _MAKES_FROM_DATA)
+
+        def record(*args: Any) -> Any:
+            if self._depth or not _made_from_numbers():
+                return noted(*args)
+            result = method(*args)
+            call = Call("from_numpy", (np.array(args[0], copy=True), *args[1:]),
+                        _tokens(trace, result))  # fmt: skip
+            trace.producers[call.result.index] = len(trace.calls)
+            trace.calls.append(call)
+            return result
 
         return record
 
@@ -691,6 +710,28 @@ class Recorder(Shadowing):
             return backend.add(a, b, np.broadcast_shapes(a.shape, b.shape), as_dtype(a.dtype))
 
         return record
+
+
+@functools.cache
+def _number_factories() -> frozenset:
+    """The code of pylucid's functions whose arrays depend on Python numbers only (sizes,
+    bounds, a diagonal), made in NumPy and handed to ``from_numpy``."""
+    from pylucid.ops import selection
+
+    functions = (factories.arange, factories.linspace, factories.eye, selection._triangle)
+    return frozenset(inspect.unwrap(f).__code__ for f in functions)
+
+
+def _made_from_numbers() -> bool:
+    """Whether the ``from_numpy`` being called was called by one of
+    :func:`_number_factories` (looking up the stack through pylucid's frames)."""
+    codes = _number_factories()
+    frame = sys._getframe(2)
+    while frame is not None and in_package(frame.f_code.co_filename):
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Identity:

@@ -63,7 +63,8 @@ def header(what: str) -> str:
 @dataclass
 class Segment:
     """A generated function and what to pass it: ``arguments`` lists, per parameter,
-    ``("arena", dtype)``, ``("value", index)`` or ``("scalars",)``."""
+    ``("arena", dtype)``, ``("value", index)``, ``("scalars",)`` or ``("counts",)`` (the
+    counts of targets the checks found)."""
 
     name: str
     arguments: list[tuple] = field(default_factory=list)
@@ -84,7 +85,11 @@ def _literal(value: Any, dtype: np.dtype) -> str:
         return repr(bool(value))
     if dtype.kind in "iu":
         return f"np.{dtype.name}({int(value)})"
-    return f"np.{dtype.name}({float(value)!r})"
+    number = float(value)
+    if not math.isfinite(number):  # (repr gives inf and nan, which are no names there)
+        text = "np.nan" if math.isnan(number) else "np.inf" if number > 0 else "-np.inf"
+        return f"np.{dtype.name}({text})"
+    return f"np.{dtype.name}({number!r})"
 
 
 def _cast(expression: str, dtype: np.dtype) -> str:
@@ -288,14 +293,31 @@ class _Writer:
 
     def check(self, step: Step) -> None:
         """The targets' check: return 1 (abandon the replay) where its answer is not the
-        captured one."""
+        captured one - or, where a loss divides by its count, where a target is out of
+        range, the count going to the vector of counts."""
         target, classes, ignore = step.call.args
         self.source.imports["m_losses"] = "pylucid.kernels.losses"
         count, bad = step.call.result
-        self.body.append(
-            f"    if m_losses.check_targets({self.var(target.index)}, {classes}, {ignore}) "
-            f"!= ({count}, {bad}):\n        return 1"
-        )
+        found = f"m_losses.check_targets({self.var(target.index)}, {classes}, {ignore})"
+        if step.slot < 0:
+            self.body.append(f"    if {found} != ({count}, {bad}):\n        return 1")
+            return
+        self.body.append(f"    count, bad = {found}")
+        self.body.append("    if bad >= 0:\n        return 1")
+        self.body.append(f"    {self.counts()}[{step.slot}] = count")
+
+    def counts(self) -> str:
+        """The name of the vector of counts of targets (an argument of the segment)."""
+        if ("counts",) not in self.segment.arguments:
+            self.segment.arguments.append(("counts",))
+        return "d"
+
+    def divisor(self, step: Step, fixed: float | None) -> str:
+        """The expression of a loss's divisor: the count a check found at this replay, or
+        the number fixed at capture (None: the mean of no targets, nan)."""
+        if step.slot >= 0:
+            return f"{self.counts()}[{step.slot}]"
+        return "0.0" if not fixed else repr(float(fixed))
 
     def cross_entropy(self, step: Step) -> None:
         x, target, ignore, smoothing, divisor, _ = step.call.args
@@ -309,16 +331,20 @@ class _Writer:
             f"    {loop}({self.var(x.index)}, {self.var(target.index)}, np.int64({ignore}), "
             f"np.float64({float(smoothing)!r}), per_row)"
         )
-        total = f"per_row.sum() / {float(divisor)!r}" if divisor else "np.nan"
+        self.body.append(f"    by = np.float64({self.divisor(step, divisor)})")
+        total = "per_row.sum() / by if by != 0 else np.nan"
         self.body.append(f"    {out}.reshape(-1)[0] = {_cast(total, dtype)}")
 
     def cross_entropy_backward(self, step: Step) -> None:
         x, target, g, ignore, smoothing, divisor, _ = step.call.args
         self.source.imports["m_losses"] = "pylucid.kernels.losses"
         rows = self.p.array(x.index).shape[0]
-        share = f"np.float64({self.var(g.index)}.reshape(-1)[0]) / {float(divisor)!r}"
         self.body.append(f"    per_row = {self.scratch(np.dtype(np.float64), rows)}")
-        self.body.append(f"    share = {share if divisor else 'np.nan'}")
+        self.body.append(f"    by = np.float64({self.divisor(step, divisor)})")
+        self.body.append(
+            f"    share = np.float64({self.var(g.index)}.reshape(-1)[0]) / by if by != 0 "
+            f"else np.nan"
+        )
         self.body.append(f"    for q in range({rows}):\n        per_row[q] = share")
         loop = self._loss_loop(x.index, backward=True)
         self.body.append(
@@ -383,7 +409,8 @@ def generate(p: Plan) -> tuple[str, list[Any]]:
             segment = writer.segment
             parameters = [
                 f"a_{a[1].name}" if a[0] == "arena"
-                else f"x{p.rank[a[1]]}" if a[0] == "value" else "s"
+                else f"x{p.rank[a[1]]}" if a[0] == "value"
+                else "d" if a[0] == "counts" else "s"
                 for a in segment.arguments
             ]  # fmt: skip
             source.lines.append("@njit(cache=True, error_model='numpy', nogil=True)")

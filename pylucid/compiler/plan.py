@@ -7,7 +7,8 @@ plan decides, per call, one of:
   runs; generated code takes the same view of the argument;
 - ``alias`` - the call returned its argument (a cast to the same dtype): nothing runs;
 - ``constant`` - ``full`` of a value nothing writes (lifted Python numbers, the seed of
-  backward): computed once, inlined where it has one element;
+  backward), or an array made from Python numbers alone (``arange``, the mask of ``tril``):
+  computed once, inlined where it has one element;
 - ``loop`` - an elementwise primitive, a cast, a copy (a broadcast one too), a fill or an
   in-place accumulation: a statement of a fused loop (:attr:`Step.group`); consecutive
   loops over one shape whose operands are either computed at the same element by the group
@@ -16,8 +17,9 @@ plan decides, per call, one of:
 - ``matmul`` (2-d float, BLAS through ``np.dot``), ``sum`` (float, accumulated in float64),
   ``update`` (a fused optimizer loop, its scalars read again at each replay),
   ``cross_entropy`` and its backward (the backend's loss loops), ``check`` (the targets'
-  check, whose answer the captured divisor depends on: a replay whose targets give another
-  answer is abandoned before it changes anything, and captured again);
+  check: where its count of targets is a mean's divisor, a replay reads it afresh; where
+  the captured step depends on it otherwise, a replay whose targets give another answer
+  is abandoned before it changes anything, and captured again);
 - ``host`` - anything else: the backend's own primitive, called from Python with the
   planned arrays, its result copied into the value's place (a graph break).
 
@@ -67,12 +69,17 @@ class Step:
         The value the step computes (for ``loop``: the value it writes).
     group : int
         For loops: the fused loop nest it belongs to.
+    slot : int
+        For a targets' check whose count is a mean's divisor: the place of that count in
+        the replay's vector of counts, written by the check at each replay; for a
+        cross-entropy dividing by it: the place it reads (-1: a divisor fixed at capture).
     """
 
     call: Call
     kind: str
     out: int | None = None
     group: int = -1
+    slot: int = -1
 
 
 @dataclass
@@ -110,6 +117,8 @@ class Plan:
     #: generated code and of the arenas, the same for the same graph whatever ids the
     #: capture gave its arrays
     rank: dict[int, int] = field(default_factory=dict)
+    #: how many counts of targets a replay computes (see :attr:`Step.slot`)
+    count_slots: int = 0
 
     def array(self, index: int) -> np.ndarray:
         """The array a value had at capture."""
@@ -191,7 +200,7 @@ def _kind(p: Plan, call: Call) -> tuple[str, int | None]:
             return ("alias", out) if call.name not in IN_PLACE else ("host", None)
         if call.name in _VIEWS and np.may_share_memory(arrays[out], arrays[call.args[0].index]):
             return "view", out
-        if call.name == "full" and out not in p.written:
+        if call.name in ("full", "from_numpy") and out not in p.written:
             return "constant", out
         if not _loopable_array(arrays[out]):
             return "host", out
@@ -326,9 +335,40 @@ def plan(trace: Trace, fuse: bool = True) -> Plan:
         elif kind == "constant":
             p.kinds[out] = "constant"
             p.constants[out] = np.array(trace.arrays[out], copy=True)
+    _link_divisors(p)
     _group(p, fuse)
     _store(p)
     return p
+
+
+def _link_divisors(p: Plan) -> None:
+    """Give each cross-entropy whose divisor is the count of targets a check found (a mean
+    over the targets that are not ``ignore_index``) the check's count at each replay, so
+    that another count of ignored targets replays instead of capturing again. The link is
+    made where the divisor equals the count and the count is not 1 (where a sum's divisor
+    1 would be the same number, the divisor stays fixed and another count retraces); every
+    check of the same targets (the forward's, the backward's) then writes the count."""
+    checks: dict[tuple, list[Step]] = {}
+    for step in p.steps:
+        if step.kind == "check":
+            target, classes, ignore = step.call.args
+            checks.setdefault((_root(p, target.index), ignore), []).append(step)
+    for step in p.steps:
+        if step.kind not in ("cross_entropy", "cross_entropy_backward"):
+            continue
+        args = step.call.args
+        ignore, divisor = args[3:6:2] if step.kind == "cross_entropy_backward" else args[2:5:2]
+        group = checks.get((_root(p, args[1].index), ignore), [])
+        answers = {tuple(check.call.result) for check in group}
+        if len(answers) != 1:
+            continue
+        count, bad = answers.pop()
+        if bad < 0 and count != 1 and divisor == float(count):
+            if group[0].slot < 0:
+                for check in group:
+                    check.slot = p.count_slots
+                p.count_slots += 1
+            step.slot = group[0].slot
 
 
 def _group(p: Plan, fuse: bool) -> None:

@@ -188,6 +188,8 @@ class Program:
         self.draws = [(arrays[v], spec) for v, spec in trace.draws.items()]
         self.python_calls = list(trace.python_calls)
         self._unchanged_state: tuple | None = None
+        #: the counts of targets this replay's checks found, where a loss divides by one
+        self.targets = np.zeros(max(1, plan.count_slots))
         self.updates = [(s.call.update.kernel, s.call.update.choices, len(s.call.update.scalars))
                         for s in plan.steps if s.kind == "update"]  # fmt: skip
         if mode == "fused":
@@ -199,7 +201,7 @@ class Program:
             self.segments, self.rows = sum(isinstance(e, Segment) for e in entries), 0
             self.host_calls = [e.call.name for e in entries if isinstance(e, Step)]
         else:
-            lowered = lower(plan, arrays, self._host, Retrace)
+            lowered = lower(plan, arrays, self._host, Retrace, self.targets)
             self.checks, self.runs = lowered.checks, lowered.runs
             self.segments, self.rows = lowered.tapes, lowered.rows
             self.host_calls = lowered.host_calls
@@ -232,7 +234,7 @@ class Program:
             function = getattr(self.module, entry.name)
             args = tuple(
                 self.arenas[a[1]] if a[0] == "arena" else self.arrays[a[1]] if a[0] == "value"
-                else self.scalars
+                else self.targets if a[0] == "counts" else self.scalars
                 for a in entry.arguments
             )  # fmt: skip
             segment = entry_point(function, args)
@@ -448,8 +450,8 @@ class Program:
                 restore()
             raise Retrace(
                 f"{changed}'s update took another form than at capture (a hyperparameter "
-                f"that selects it changed: nesterov, amsgrad, centered, maximize, a "
-                f"momentum or weight decay turned on or off)"
+                f"that selects it changed: nesterov, amsgrad, centered, a momentum or weight "
+                f"decay turned on or off, Adam's beta1 across 0.5)"
             )
         for set_scalars, (_, _, scalars) in zip(self._scalar_setters, collected):
             set_scalars(scalars)

@@ -43,13 +43,14 @@ from pylucid.compiler.plan import Plan, Step, importable
 from pylucid.kernels.jit import entry_point
 from pylucid.kernels.losses import check_targets, cross_entropy_loops
 
-__all__ = ["TARGETS_CHANGED", "Lowered", "lower"]
+__all__ = ["TARGETS_CHANGED", "TARGET_OUT_OF_RANGE", "Lowered", "lower"]
 
 #: Why a replay whose targets' check gave another answer is abandoned.
 TARGETS_CHANGED = (
-    "the targets' check gave another count of ignored targets than at capture (a mean "
-    "divides by it)"
+    "the targets' check gave another answer than at capture (a target out of range, or "
+    "another count of ignored targets where the step depends on it)"
 )
+TARGET_OUT_OF_RANGE = "a target is out of range (the eager step raises)"
 
 _HEADER = 7  # kernel address, flat, elements, 4 sizes
 _SLOT = 5  # address, 4 strides
@@ -335,9 +336,10 @@ def _tape_runner(rows: list[_Row]) -> Callable[[], None]:
 
 
 def lower(p: Plan, arrays: dict[int, np.ndarray], host: Callable[[Step], Callable[[], None]],
-          retrace: type) -> Lowered:  # fmt: skip
+          retrace: type, targets: np.ndarray) -> Lowered:  # fmt: skip
     """The tape replay of ``p`` over the planned ``arrays``: loops in tapes, the other steps
-    as Python calls of their compiled loops (products, updates, checks) or host calls."""
+    as Python calls of their compiled loops (products, updates, checks) or host calls;
+    ``targets`` holds the counts of targets the checks find for the losses' divisors."""
     keep: list[np.ndarray] = []
     planner = _Rows(arrays, keep)
     checks: list[Callable[[], None]] = []
@@ -368,7 +370,7 @@ def lower(p: Plan, arrays: dict[int, np.ndarray], host: Callable[[Step], Callabl
                 runs.append(threaded)
                 continue
         if step.kind == "check":
-            checks.append(_check(step, arrays, retrace))
+            checks.append(_check(step, arrays, retrace, targets))
             continue
         flush()
         if step.kind == "matmul":
@@ -376,7 +378,7 @@ def lower(p: Plan, arrays: dict[int, np.ndarray], host: Callable[[Step], Callabl
         elif step.kind == "sum":
             runs.append(_sum(step, arrays))
         elif step.kind in ("cross_entropy", "cross_entropy_backward"):
-            runs.append(_cross_entropy(step, arrays))
+            runs.append(_cross_entropy(step, arrays, targets))
         elif step.kind == "update":
             run, set_scalars = _update(step, arrays)
             runs.append(run)
@@ -432,28 +434,37 @@ def _sum(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None]:
     return run
 
 
-def _cross_entropy(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None]:
+def _cross_entropy(step: Step, arrays: dict[int, np.ndarray],
+                   targets: np.ndarray) -> Callable[[], None]:  # fmt: skip
     """The backend's loss loops on the planned arrays (a mean or a sum: the divisor is
-    known), the per-row losses summed in float64 as the backend sums them."""
+    known, or the count a check wrote into ``targets`` at this replay), the per-row losses
+    summed in float64 as the backend sums them."""
     backward = step.kind == "cross_entropy_backward"
     x, target = (arrays[t.index] for t in step.call.args[:2])
-    ignore, smoothing, divisor = step.call.args[3:6] if backward else step.call.args[2:5]
+    ignore, smoothing, fixed = step.call.args[3:6] if backward else step.call.args[2:5]
     ignore, smoothing = np.int64(ignore), np.float64(smoothing)
     out = arrays[step.out]
     loop = cross_entropy_loops(x.shape, backward=backward)
     per_row = np.empty(x.shape[0])
+    slot = step.slot
+
+    def divisor() -> float:
+        return float(targets[slot]) if slot >= 0 else fixed
+
     if backward:
         g = arrays[step.call.args[2].index]
 
         def run() -> None:
-            per_row.fill(float(g.reshape(-1)[0]) / divisor if divisor else math.nan)
+            by = divisor()
+            per_row.fill(float(g.reshape(-1)[0]) / by if by else math.nan)
             loop(x, target, per_row, ignore, smoothing, out)
 
         return run
 
     def run() -> None:
         loop(x, target, ignore, smoothing, per_row)
-        out[...] = float(np.add.reduce(per_row)) / divisor if divisor else math.nan
+        by = divisor()
+        out[...] = float(np.add.reduce(per_row)) / by if by else math.nan
 
     return run
 
@@ -499,10 +510,24 @@ def _flat_view(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1) if a.flags.c_contiguous else np.empty(a.size, a.dtype)
 
 
-def _check(step: Step, arrays: dict[int, np.ndarray], retrace: type) -> Callable[[], None]:
+def _check(step: Step, arrays: dict[int, np.ndarray], retrace: type,
+           targets: np.ndarray) -> Callable[[], None]:  # fmt: skip
+    """The targets' check, first in a replay: a target out of range abandons it (the eager
+    step raises); the count of targets not ignored goes to ``targets`` where a loss divides
+    by it, else must be the captured one."""
     target, classes, ignore = step.call.args
     values = arrays[target.index]
     expected = tuple(step.call.result)
+    slot = step.slot
+    if slot >= 0:
+
+        def run() -> None:
+            count, bad = check_targets(values, classes, ignore)
+            if bad >= 0:
+                raise retrace(TARGET_OUT_OF_RANGE)
+            targets[slot] = count
+
+        return run
 
     def run() -> None:
         if check_targets(values, classes, ignore) != expected:
