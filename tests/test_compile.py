@@ -250,15 +250,28 @@ def test_fallback_eager_warns_once_and_gives_eager_results():
     assert compiled.stats.eager_calls == 1 and compiled.stats.traces == 0
 
 
-def test_ignored_target_count_change_retraces():
+def test_ignored_target_count_is_read_at_each_replay():
+    """A mean cross-entropy divides by the targets that are not ignore_index: the count the
+    replay's check finds (a batch with every target ignored too: nan, as eagerly). A count
+    of 1 at capture (where a sum's divisor would be the same number) stays fixed: another
+    count abandons the replay and captures again."""
+    batches = [[1, 2, 3, 4], [1, 2, 3, 4], [1, -100, 3, 4], [-100] * 4, [0, -100, -100, 2],
+               [-100, -100, -100, 2], [1, 2, 3, 4]]  # fmt: skip
+    x = pl.tensor(np.linspace(-1, 1, 48).reshape(4, 12))
+    losses = []
+    for compiled in (False, True):
+        model = _model(pl.float64)
+        step = _step(model, pl.optim.SGD(model.parameters(), lr=0.1))
+        run = pl.compile(step) if compiled else step
+        losses.append([run(x, pl.tensor(targets)).item() for targets in batches])
+    np.testing.assert_array_equal(losses[1], losses[0])
+    assert np.isnan(losses[1][3])
+    assert run.stats.traces == 1 and run.stats.replays == 6 and run.stats.retraces == 0
     model = _model(pl.float64)
-    opt = pl.optim.SGD(model.parameters(), lr=0.1)
-    step = pl.compile(_step(model, opt))
-    x = pl.randn(4, 12, dtype=pl.float64)
-    for targets in ([1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4], [1, -100, 3, 4]):
-        step(x, pl.tensor(targets))
-    # (the first trace serves the calls with gradients too: its zero_grad drops them first)
-    assert step.stats.replays == 2 and step.stats.retraces == 1 and step.stats.traces == 2
+    run = pl.compile(_step(model, pl.optim.SGD(model.parameters(), lr=0.1)))
+    for targets in ([-100, -100, -100, 2], [-100, -100, -100, 2], [1, 2, -100, 4]):
+        run(x, pl.tensor(targets))
+    assert run.stats.replays == 1 and run.stats.retraces == 1 and run.stats.traces == 2
 
 
 def test_bad_targets_still_raise():
@@ -949,3 +962,29 @@ def test_captures_in_two_threads_with_a_cold_cache(tmp_path, monkeypatch, mode):
     np.testing.assert_allclose(results["a"], expected, rtol=rtol)
     np.testing.assert_allclose(results["b"], expected, rtol=rtol)
     assert steps["a"].stats.replays == steps["b"].stats.replays == 4
+
+
+def test_factories_of_numbers_inside_the_step_are_constants():
+    """arange, linspace, eye and the masks of tril/triu (a causal attention's) made inside
+    the step depend on Python numbers alone (here a shape, in the key): constants of the
+    trace, where pl.tensor(data) is still refused."""
+    w = pl.tensor(np.linspace(-1, 1, 16).reshape(4, 4), requires_grad=True)
+
+    def step(x):
+        n = x.shape[1]
+        scores = (x @ w) * pl.arange(n) + pl.linspace(0, 1, n) + pl.eye(n)
+        causal = scores.masked_fill(pl.tril(pl.ones(n, n)) == 0, float("-inf"))
+        loss = (causal.softmax(-1) * pl.triu(x)).sum()
+        loss.backward()
+        return loss
+
+    compiled = pl.compile(step)
+    for i in range(4):
+        x = pl.tensor(np.linspace(-2, 2, 16).reshape(4, 4) * (i + 1), dtype=pl.float32)
+        w.grad = None
+        expected = step(x).numpy().copy(), w.grad.numpy().copy()
+        w.grad = None
+        got = compiled(x).numpy().copy(), w.grad.numpy().copy()
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-6, atol=1e-7)
+    assert compiled.stats.traces == 1 and compiled.stats.replays == 3
