@@ -988,3 +988,22 @@ def test_factories_of_numbers_inside_the_step_are_constants():
         np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
         np.testing.assert_allclose(got[1], expected[1], rtol=1e-6, atol=1e-7)
     assert compiled.stats.traces == 1 and compiled.stats.replays == 3
+
+
+@pytest.mark.skipif(MLX_MISSING, reason="the mlx backend is not installed")
+def test_mlx_compiled_step_guards_the_python_values_it_froze():
+    """mx.compile freezes the Python numbers its trace read: a module attribute changed
+    between calls (LeakyReLU's slope) captures again instead of replaying the old one."""
+    model = nn.Sequential(nn.Linear(3, 2), nn.LeakyReLU(0.1)).to("gpu")
+    x = pl.randn(4, 3, device="gpu")
+
+    def forward(a):
+        return model(a).sum()
+
+    with pl.no_grad():
+        compiled = pl.compile(forward)
+        for i in range(4):
+            if i == 2:
+                model[1].negative_slope = 0.5
+            assert compiled(x).item() == forward(x).item()
+    assert compiled.stats.recaptures == 1 and compiled.stats.replays == 2
