@@ -198,7 +198,8 @@ class LBFGS(Optimizer):
 
         Returns
         -------
-        The closure's result at the first evaluation (before any move).
+        Any
+            The closure's result at the first evaluation (before any move).
         """
         if not callable(closure):
             raise TypeError(
