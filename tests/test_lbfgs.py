@@ -8,8 +8,8 @@ scalars as Python floats (PyTorch's float64 0-d tensors compute the same, but fo
 division in the cubic interpolation), so float64 trajectories differ only by the last bits
 of vector operations: PyTorch's ``dot`` sums in another order and its ``add_(alpha=)``
 contracts into fused multiply-adds. L-BFGS carries those differences forward and amplifies
-them on non-convex problems: on the MLP below, 20 iterations per step for 15 steps end about 1e-3
-apart, exactly as far as PyTorch ends from itself when one starting weight moves by one ulp.
+them on non-convex problems: on the MLP below, 20 iterations per step for 15 steps end about
+1e-3 apart, as far as PyTorch ends from itself when one starting weight moves by one ulp.
 The cases here run 27-64 iterations over 15 steps and agree to 1e-10 relative to the
 problem's scale (measured worst, both backends: 1.4e-12 in the parameters, 9e-14 in the
 losses).
