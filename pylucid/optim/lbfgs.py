@@ -104,8 +104,9 @@ class LBFGS(Optimizer):
     ``al`` (the two-loop's :math:`a_i`), ``H_diag``, ``t`` and ``prev_loss``. Scalars are
     Python floats where PyTorch keeps 0-d tensors; PyTorch's state dict loads (its tensors
     as pylucid tensors, e.g. read by :func:`pylucid.load`). With float64 parameters the
-    scalars are computed in PyTorch's precision and order; with float32 ones pylucid's
-    scalars are float64, PyTorch's float32.
+    scalars are computed in PyTorch's precision and order (but for one division of the cubic
+    interpolation, which PyTorch makes a reciprocal and a product when a step is a 0-d
+    tensor); with float32 ones pylucid's scalars are float64, PyTorch's float32.
     """
 
     def __init__(
@@ -342,7 +343,7 @@ class LBFGS(Optimizer):
         return clone(value)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Trial:
     """A point of the line search: step ``t``, loss ``f``, flat gradient ``g`` and the
     directional derivative ``gtd`` (g . d)."""
@@ -448,7 +449,7 @@ def _strong_wolfe(
 
     # bracketing: grow the step until an interval must contain an acceptable one
     previous, trial = start, evaluate(t)
-    spent, tries = 1, 0
+    tries = 0  # (evaluations after the first)
     bracket: list[_Trial] | None = None
     done = False
     while tries < max_evals:
@@ -463,7 +464,6 @@ def _strong_wolfe(
             break
         bounds = (trial.t + 0.01 * (trial.t - previous.t), trial.t * 10)
         previous, trial = trial, evaluate(_cubic_minimum(previous, trial, bounds))
-        spent += 1
         tries += 1
     if bracket is None:  # the evaluations ran out while growing
         bracket = [start, trial]
@@ -486,7 +486,6 @@ def _strong_wolfe(
         else:
             stalled = False
         trial = evaluate(t)
-        spent += 1
         tries += 1
         if too_high(trial) or trial.f >= bracket[low].f:
             bracket[high] = trial
@@ -497,4 +496,4 @@ def _strong_wolfe(
             elif trial.gtd * (bracket[high].t - bracket[low].t) >= 0:
                 bracket[high] = bracket[low]
             bracket[low] = trial
-    return bracket[low], spent
+    return bracket[low], tries + 1
