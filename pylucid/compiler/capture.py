@@ -11,11 +11,16 @@ notes on the way what a replay needs to do the same work again without the Pytho
 - the tensors the arrays belong to (inputs, parameters, optimizer state, gradients), so
   that guards can check a replay sees the same ones;
 - the Python-side effects a replay must repeat: the optimizer steps (whose learning rates
-  and step counts are Python state), ``zero_grad(set_to_none=True)``, the draws of
-  random numbers (dropout), and each leaf's ``.grad`` at the end.
+  and step counts are Python state, with the parameters that had a gradient then), the
+  schedulers' steps, the draws of random numbers (dropout), and what the step did with
+  each gradient (:class:`GradTrack`: what a replay needs of it, what it leaves);
+- the attributes of modules the step read (``Dropout.p``, ``training``, a parameter by
+  name), which the replay's guards read again.
 
 The bound fast path (``DispatchPlan.run``) calls compiled loops behind the backend's back,
-so the recorder gives capture its own plan cache, planned without it.
+so the recorder gives capture its own plan cache, planned without it. Everything it shadows
+acts in the capturing thread only (:class:`Shadowing`); captures are serialised
+(:data:`CAPTURE_LOCK`).
 
 What cannot be captured is refused where it happens (:class:`CaptureError`): reading a
 tensor's values in Python (``.item()``, ``print``, ``bool(t)``) makes the step's ops depend
@@ -398,9 +403,18 @@ class Recorder(Shadowing):
     # -- installing and removing the recording methods ----------------------------------
 
     def __enter__(self) -> Recorder:
-        backend = self.backend
         self._thread = threading.get_ident()
         _CAPTURING.depth = getattr(_CAPTURING, "depth", 0) + 1
+        try:
+            self._shadow()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _shadow(self) -> None:
+        """Install the recording methods (see the module's docstring)."""
+        backend = self.backend
         self._shadow_primitives(backend, self._recording)
         self._patch_for_thread(backend, "_nary", backend._nary, self._recording_loop(backend._nary))
         if hasattr(backend, "_fused"):
@@ -437,7 +451,6 @@ class Recorder(Shadowing):
                                self._recording_draw(factories._random))  # fmt: skip
         self._patch_for_thread(engine, "add_gradients", engine.add_gradients,
                                self._recording_gradient_sum(engine.add_gradients))  # fmt: skip
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self._restore()

@@ -1,11 +1,14 @@
 """A captured step ready to replay: its arrays, its compiled segments, its guards.
 
-A replay copies the new inputs and fresh random draws into their places, repeats the
-Python-side calls the step made (each optimizer's ``step`` runs its Python - step counts,
-learning rates - with its update loops collecting their scalars instead of running; a
-scheduler's ``step`` runs as it is), runs the segments (each one call of a compiled
-function, through its entry point) and host calls in order, gives each leaf its gradient
-and returns copies of the step's outputs.
+Its guards (:meth:`Program.failed_guard`) come first: what the capture read by identity
+or by value is the same. A replay then copies the new inputs into their places and runs
+the targets' checks, repeats the Python-side calls the step made (each optimizer's
+``step`` runs its Python - step counts, learning rates and the other hyperparameters -
+with its update loops collecting their scalars instead of running; a scheduler's ``step``
+runs as it is), abandoning the replay (:class:`Retrace`) with that Python state put back
+where an update takes another form; then it draws the random numbers, runs the segments
+(each one call of a compiled function, through its entry point) and host calls in order,
+leaves each gradient as the eager step leaves it and returns copies of the step's outputs.
 """
 
 from __future__ import annotations
