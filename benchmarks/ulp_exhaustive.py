@@ -30,6 +30,17 @@ Usage::
     python benchmarks/ulp_exhaustive.py --no-accuracy       # speed only
     python benchmarks/ulp_exhaustive.py --funcs log2_avx512 # the AVX-512 log2 kernels
     python benchmarks/ulp_exhaustive.py --funcs log2 --against torch  # PyTorch's in column 2
+    python benchmarks/ulp_exhaustive.py --funcs erf,gelu,gelu_derivative,gelu_tanh \
+        --against torch --no-speed                          # the erf family (GELU_NAMES)
+
+The erf family (:data:`GELU_NAMES`) has float64 references of its own (numba-compiled from
+libm's ``erf``/``erfc``/``exp``, relative error below 2**-44, so its ambiguity window is
+2**-43 instead of 2**-49; below |x| = 2**-60, where gelu(x) = x/2 to 2**-60 and an odd
+subnormal x makes a tie of every result, those ties are counted within 0.5 ULP without
+mpmath: 16 million of them) and PyTorch's functions in column 2 (NumPy has none); the
+derivatives, whose zero near x = -0.75 no rounding can follow in relative terms, report
+their ULP maximum outside ``ROOTS[name]`` and their largest absolute error inside it. The
+float64 check of the family samples 2000 inputs per range against mpmath at 40 digits.
 """
 
 from __future__ import annotations
@@ -51,6 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pylucid.kernels import log2_avx512, simd_math  # noqa: E402
 
 NAMES = ("log2", "log", "log10", "log1p", "exp", "exp2", "expm1")
+#: The erf family: float32 and float64 in their own arithmetic, bounds of a few ULP.
+GELU_NAMES = ("erf", "gelu", "gelu_derivative", "gelu_tanh", "gelu_tanh_derivative")
 #: Whole-array kernels checked like the simd_math functions (no timing): name -> (loop(x,
 #: out) for float32 and float64 arrays, the function it computes). --funcs log2_avx512.
 KERNELS: dict[str, tuple[Callable, str]] = {"log2_avx512": (log2_avx512._parallel, "log2")}
@@ -76,6 +89,80 @@ REF_FUNCS: dict[str, Callable] = {
     "exp": math.exp,
     "exp2": math.exp2,
     "expm1": math.expm1,
+}
+
+SQRT1_2 = 0.7071067811865476
+INV_SQRT_2PI = 0.3989422804014327
+SQRT_2_OVER_PI = 0.7978845608028654
+
+
+@njit(inline="always", error_model="numpy")
+def _tanh_sigmoid(x: float) -> tuple[float, float]:
+    """``(sigma(2u), 1 - sigma(2u))`` of the tanh form, u = sqrt(2/pi)(x + 0.044715 x^3)."""
+    e = math.exp(-2.0 * abs(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    return (1.0 / (1.0 + e), e / (1.0 + e)) if x >= 0 else (e / (1.0 + e), 1.0 / (1.0 + e))
+
+
+def _gelu_tanh_ref(x: float) -> float:
+    if math.isinf(x):
+        return x if x > 0 else math.nan
+    return x * _tanh_sigmoid(x)[0]
+
+
+def _gelu_tanh_derivative_ref(x: float) -> float:
+    if math.isinf(x):
+        return math.nan
+    s, c = _tanh_sigmoid(x)
+    y = s + x * s * c * 2.0 * SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x)
+    return -0.0 if y == 0.0 and x < 0 else y
+
+
+def _gelu_ref(x: float) -> float:
+    return math.nan if x == -math.inf else 0.5 * x * math.erfc(-x * SQRT1_2)
+
+
+def _gelu_derivative_ref(x: float) -> float:
+    if math.isinf(x):
+        return math.nan
+    y = 0.5 * math.erfc(-x * SQRT1_2) + x * INV_SQRT_2PI * math.exp(-0.5 * x * x)
+    return -0.0 if y == 0.0 and x < 0 else y  # (the derivative is negative below its zero)
+
+
+for _name, _ref in (
+    ("gelu", _gelu_ref),
+    ("gelu_derivative", _gelu_derivative_ref),
+    ("gelu_tanh", _gelu_tanh_ref),
+    ("gelu_tanh_derivative", _gelu_tanh_derivative_ref),
+):
+    REF_FUNCS[_name] = njit(inline="always", error_model="numpy")(_ref)
+REF_FUNCS["erf"] = math.erf
+
+
+def _mp_tanh_form(v: mpmath.mpf, derivative: bool) -> mpmath.mpf:
+    u = mpmath.sqrt(2 / mpmath.pi) * (v + mpmath.mpf("0.044715") * v**3)
+    s = 1 / (1 + mpmath.exp(-2 * u))
+    if not derivative:
+        return v * s
+    return s + v * s * (1 - s) * 2 * mpmath.sqrt(2 / mpmath.pi) * (
+        1 + 3 * mpmath.mpf("0.044715") * v * v
+    )
+
+
+MP_FUNCS.update(
+    {
+        "erf": mpmath.erf,
+        "gelu": lambda v: v * mpmath.ncdf(v),
+        "gelu_derivative": lambda v: mpmath.ncdf(v) + v * mpmath.npdf(v),
+        "gelu_tanh": lambda v: _mp_tanh_form(v, False),
+        "gelu_tanh_derivative": lambda v: _mp_tanh_form(v, True),
+    }
+)
+#: The ambiguity window of the erf family: their float64 references are within ~2**-44.
+EPS_GELU = 2.0**-43
+#: Where a derivative crosses zero: ULP errors are reported outside, absolute ones inside.
+ROOTS: dict[str, tuple[float, float]] = {
+    "gelu_derivative": (-1.0, -0.5),
+    "gelu_tanh_derivative": (-1.0, -0.5),
 }
 
 # Input ranges for the timing runs (float32, float64).
@@ -116,27 +203,36 @@ def _same(v: float, r: float) -> bool:
     return v == r and math.copysign(1.0, v) == math.copysign(1.0, r)
 
 
-def _make_checker(ref: Callable) -> Callable:
+def _make_checker(
+    ref: Callable, eps: float = EPS_AMBIGUOUS, root: tuple[float, float] = (1.0, -1.0)
+) -> Callable:
     """Build the parallel per-chunk accuracy kernel comparing results to libm ``ref``.
 
     Returns per-block statistics (rows of ``BLOCK_STATS``) to avoid ``prange`` reductions.
+    Results for x in ``root`` (an empty interval by default) are left out of the ULP
+    statistics; column 6 holds their largest absolute error.
     """
+    lo_root, hi_root = root
 
     @njit(parallel=True, error_model="numpy")
     def check(xs, ours, npy, flags):
         nblocks = (xs.size + BLOCK - 1) // BLOCK
-        stats = np.zeros((nblocks, 6))
+        stats = np.zeros((nblocks, 7))
         for b in prange(nblocks):
-            max_ours = max_npy = 0.0
+            max_ours = max_npy = abs_root = 0.0
             bad_ours = bad_npy = spec_ours = spec_npy = 0
             for i in range(b * BLOCK, min((b + 1) * BLOCK, xs.size)):
                 x = xs[i]
                 v = np.float64(ours[i])
                 w = np.float64(npy[i])
                 y = ref(np.float64(x))
+                if lo_root <= x <= hi_root:
+                    abs_root = max(abs_root, abs(v - y))
+                    flags[i] = False
+                    continue
                 r32 = np.float64(np.float32(y))
-                lo = np.float32(y * (1.0 - EPS_AMBIGUOUS))
-                hi = np.float32(y * (1.0 + EPS_AMBIGUOUS))
+                lo = np.float32(y * (1.0 - eps))
+                hi = np.float32(y * (1.0 + eps))
                 amb = math.isfinite(y) and y != 0.0 and lo != hi
                 flags[i] = amb
                 if amb:
@@ -156,6 +252,7 @@ def _make_checker(ref: Callable) -> Callable:
             stats[b, 3] = bad_npy
             stats[b, 4] = spec_ours
             stats[b, 5] = spec_npy
+            stats[b, 6] = abs_root
         return stats
 
     return check
@@ -193,6 +290,9 @@ def _comparison(library: str, name: str) -> Callable[[np.ndarray, np.ndarray], N
     if library == "torch":
         import torch
 
+        torch.set_num_threads(2)
+        if name in GELU_NAMES[1:]:
+            return _torch_gelu(torch, name)
         fn = getattr(torch, name)
         return lambda xs, out: fn(torch.from_numpy(xs), out=torch.from_numpy(out))
     import mlx.core as mx
@@ -206,6 +306,21 @@ def _comparison(library: str, name: str) -> Callable[[np.ndarray, np.ndarray], N
     return run
 
 
+def _torch_gelu(torch, name: str) -> Callable[[np.ndarray, np.ndarray], None]:  # noqa: ANN001
+    """PyTorch's float32 gelu (``approximate``) or its ATen backward with g = 1."""
+    approximate = "tanh" if "tanh" in name else "none"
+    if name.endswith("derivative"):
+
+        def run(xs: np.ndarray, out: np.ndarray) -> None:
+            x = torch.from_numpy(xs)
+            out[:] = torch.ops.aten.gelu_backward(torch.ones_like(x), x, approximate=approximate)
+
+        return run
+    return lambda xs, out: out.__setitem__(
+        slice(None), torch.nn.functional.gelu(torch.from_numpy(xs), approximate=approximate)
+    )
+
+
 def exhaustive(name: str, against: str = "numpy") -> dict[str, float]:
     """Run the exhaustive float32 check of one function, next to ``against``'s float32
     function (numpy, torch or mlx); returns the summary row."""
@@ -214,14 +329,17 @@ def exhaustive(name: str, against: str = "numpy") -> dict[str, float]:
     else:
         apply = _make_loops(getattr(simd_math, name))[0]
     compare = _comparison(against, name)
-    check = _make_checker(REF_FUNCS[name])
+    family = name in GELU_NAMES
+    check = _make_checker(
+        REF_FUNCS[name], EPS_GELU if family else EPS_AMBIGUOUS, ROOTS.get(name, (1.0, -1.0))
+    )
     flags = np.empty(CHUNK, np.uint8)
     base = np.arange(CHUNK, dtype=np.uint32)
     bits = np.empty(CHUNK, np.uint32)
     xs = bits.view(np.float32)
     npy = np.empty(CHUNK, np.float32)
     ours = np.empty(CHUNK, np.float32)
-    totals = [0.0, 0.0, 0, 0, 0, 0]
+    totals = [0.0, 0.0, 0, 0, 0, 0, 0.0]
     n_amb = 0
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):
@@ -232,9 +350,16 @@ def exhaustive(name: str, against: str = "numpy") -> dict[str, float]:
             stats = check(xs, ours, npy, flags)
             totals[0] = max(totals[0], stats[:, 0].max())
             totals[1] = max(totals[1], stats[:, 1].max())
+            totals[6] = max(totals[6], stats[:, 6].max())
             for j in range(2, 6):
                 totals[j] += int(stats[:, j].sum())
             idx = np.flatnonzero(flags)
+            if family and idx.size:  # ties of x/2 (odd subnormal x): any neighbour is 0.5 ULP
+                tie = np.abs(xs[idx]) < 2.0**-60
+                if tie.any():
+                    totals[0] = max(totals[0], 0.5)
+                    n_amb += int(tie.sum())
+                idx = idx[~tie]
             if idx.size:
                 n_amb += idx.size
                 extra = _resolve(name, xs[idx], ours[idx], npy[idx])
@@ -250,6 +375,7 @@ def exhaustive(name: str, against: str = "numpy") -> dict[str, float]:
         "special_fail": totals[4],
         "numpy_special_fail": totals[5],
         "ambiguous": n_amb,
+        "root_abs": totals[6],
         "seconds": time.perf_counter() - t0,
     }
 
@@ -313,6 +439,39 @@ def float64_sampled(name: str, n: int) -> dict[str, float]:
         worst = np.flatnonzero(mask)[np.argsort(err[mask])[-20:]]
         out[key] = max((_mp_ulp_error(name, x[i], ours[i]) for i in worst), default=0.0)
     return out
+
+
+def _family_inputs(name: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """float64 inputs of an erf-family function: uniform over its whole range, its core,
+    its tail (where the result is tiny) and near the edges of its pieces."""
+    if name == "erf":
+        return np.concatenate(
+            [rng.uniform(-6.5, 6.5, n), rng.uniform(-1.0, 1.0, n), rng.uniform(0.7, 0.8, n)]
+        )
+    tail = (-38.7, -25.0) if not name.startswith("gelu_tanh") else (-12.0, -6.0)
+    return np.concatenate(
+        [rng.uniform(-40.0, 40.0, n), rng.uniform(-4.0, 4.0, n), rng.uniform(*tail, n)]
+    )
+
+
+def float64_family(name: str, n: int) -> dict[str, float]:
+    """Sampled float64 accuracy of an erf-family function against mpmath (40 digits)."""
+    x = _family_inputs(name, n, np.random.default_rng(2024))
+    ours = np.empty_like(x)
+    _make_loops(getattr(simd_math, name))[1](x, ours)
+    lo, hi = ROOTS.get(name, (1.0, -1.0))
+    worst, root_abs = 0.0, 0.0
+    with mpmath.workdps(40):
+        for v, got in zip(x.tolist(), ours.tolist(), strict=True):
+            y = MP_FUNCS[name](mpmath.mpf(v))
+            if lo <= v <= hi:
+                root_abs = max(root_abs, float(abs(mpmath.mpf(got) - y)))
+            elif y != 0:
+                e = max(int(mpmath.floor(mpmath.log(abs(y), 2))), -1022)
+                worst = max(worst, float(abs(mpmath.mpf(got) - y) / mpmath.ldexp(1, e - 52)))
+            elif got != 0:
+                worst = math.inf
+    return {"n": float(x.size), "max_ulp": worst, "root_abs": root_abs}
 
 
 def _make_loops(fn: Callable) -> tuple[Callable, Callable]:
@@ -397,7 +556,8 @@ def main() -> None:
             print(
                 f"{name:6s} {r['max_ulp']:9.6f} {r['not_cr']:8d} {r['special_fail']:7d} | "
                 f"{r['numpy_max_ulp']:9.4f} {r['numpy_not_cr']:10d} "
-                f"{r['numpy_special_fail']:7d} | {r['ambiguous']:6d} {r['seconds']:5.1f}",
+                f"{r['numpy_special_fail']:7d} | {r['ambiguous']:6d} {r['seconds']:5.1f}"
+                + (f" | near the root: abs {r['root_abs']:.3g}" if name in ROOTS else ""),
                 flush=True,
             )
 
@@ -405,6 +565,14 @@ def main() -> None:
         print(f"\nSampled float64 accuracy ({args.f64_samples} inputs per group)")
         print(f"{'func':6s} {'n':>8s} {'max ULP':>8s} {'subnormal':>9s} {'numpy max':>9s}")
         for name in names:
+            if name in GELU_NAMES:
+                r = float64_family(name, min(args.f64_samples, 2000))
+                print(
+                    f"{name:6s} {int(r['n']):8d} {r['max_ulp']:8.4f} (mpmath)"
+                    + (f" near the root: abs {r['root_abs']:.3g}" if name in ROOTS else ""),
+                    flush=True,
+                )
+                continue
             r = float64_sampled(name, args.f64_samples)
             print(
                 f"{name:6s} {int(r['n']):8d} {r['max_ulp']:8.4f} {r['max_ulp_subnormal']:9.4f} "
@@ -412,7 +580,8 @@ def main() -> None:
                 flush=True,
             )
 
-    names = [n for n in names if n not in KERNELS]  # timed by python -m pylucid bench
+    # KERNELS are timed by python -m pylucid bench, the erf family by transformer_kernels.py
+    names = [n for n in names if n not in KERNELS and n not in GELU_NAMES]
     if not args.no_speed and names:
         print("\nSpeed vs NumPy (ratio = NumPy time / ours; > 1 is faster)")
         print(f"{'func':6s} {'dtype':7s} {'n':>8s} {'numpy ms':>9s} {'2 thr':>6s} {'1 thr':>6s}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 
@@ -294,3 +295,194 @@ def test_loop_vectorises(name: str) -> None:
     for sig, asm in loop.inspect_asm().items():
         assert re.search(r"vfn?m(add|sub)\w*p[sd]\s+%[yz]mm", asm), sig
         assert not re.search(r"call\w*\s+\w*(log|exp)", asm), sig
+
+
+# -- the erf family: erf, gelu and its tanh form, and their derivatives -------------------------
+FAMILY = ("erf", "gelu", "gelu_derivative", "gelu_tanh", "gelu_tanh_derivative")
+#: Documented ULP bounds (module docstring): float32 exhaustive maxima, float64 sampled ones
+#: (mpmath), each rounded up. The derivatives are bounded outside ROOT, where they cross zero;
+#: inside it their absolute error is bounded by ROOT_ABS.
+FAMILY_BOUND32 = {
+    "erf": 1.7,
+    "gelu": 6.9,
+    "gelu_derivative": 6.3,
+    "gelu_tanh": 3.2,
+    "gelu_tanh_derivative": 7.0,
+}
+FAMILY_BOUND64 = {
+    "erf": 1.5,
+    "gelu": 5.0,
+    "gelu_derivative": 6.0,
+    "gelu_tanh": 3.0,
+    "gelu_tanh_derivative": 7.5,
+}
+ROOT = (-1.0, -0.5)
+ROOT_ABS = {np.float32: 2.0**-23, np.float64: 2.0**-52}
+_SQRT1_2 = 0.7071067811865476
+_SQRT_2_OVER_PI = 0.7978845608028654
+
+
+@njit(error_model="numpy")
+def _family_loop(x, out, which):
+    for i in range(x.size):
+        if which == 0:
+            out[i] = sm.erf(x[i])
+        elif which == 1:
+            out[i] = sm.gelu(x[i])
+        elif which == 2:
+            out[i] = sm.gelu_derivative(x[i])
+        elif which == 3:
+            out[i] = sm.gelu_tanh(x[i])
+        else:
+            out[i] = sm.gelu_tanh_derivative(x[i])
+
+
+@njit(error_model="numpy")
+def _family_reference(x, out, which):
+    """float64 references (libm erf, erfc, exp: relative error below 2**-44 here)."""
+    for i in range(x.size):
+        v = np.float64(x[i])
+        if which == 0:
+            out[i] = math.erf(v)
+        elif which == 1:
+            out[i] = 0.5 * v * math.erfc(-v * _SQRT1_2)
+        elif which == 2:
+            out[i] = 0.5 * math.erfc(-v * _SQRT1_2) + v * math.exp(-0.5 * v * v) / math.sqrt(
+                2.0 * math.pi
+            )
+        else:
+            e = math.exp(-2.0 * abs(_SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)))
+            s, c = (1.0 / (1.0 + e), e / (1.0 + e)) if v >= 0 else (e / (1.0 + e), 1.0 / (1.0 + e))
+            if which == 3:
+                out[i] = v * s
+            else:
+                du = 2.0 * _SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * v * v)
+                out[i] = s + v * s * c * du
+
+
+def _family(name: str, x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    _family_loop(x, out, FAMILY.index(name))
+    return out
+
+
+def _family_samples(name: str, dtype: type, n: int, rng: np.random.Generator) -> np.ndarray:
+    top = 6.0 if name == "erf" else (15.0 if dtype == np.float32 else 40.0)
+    core = 3.0 if name == "erf" else 5.0
+    x = np.concatenate(
+        [rng.uniform(-top, top, n), rng.uniform(-core, core, n), rng.uniform(0.7, 0.8, n // 4)]
+    )
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("name", FAMILY)
+def test_family_float32_ulp(name: str) -> None:
+    x = _family_samples(name, np.float32, 100_000, np.random.default_rng(32))
+    got = _family(name, x)
+    assert got.dtype == np.float32
+    ref = np.empty(x.size)
+    _family_reference(x, ref, FAMILY.index(name))
+    err = ulp_error(got, ref, np.float32)
+    outside = (x < ROOT[0]) | (x > ROOT[1]) if "derivative" in name else np.ones(x.size, bool)
+    assert err[outside].max() <= FAMILY_BOUND32[name], x[outside][np.argmax(err[outside])]
+    if "derivative" in name:
+        assert np.abs(got[~outside] - ref[~outside]).max() <= ROOT_ABS[np.float32]
+
+
+@pytest.mark.parametrize("name", FAMILY)
+def test_family_float64_ulp(name: str) -> None:
+    mpmath = pytest.importorskip("mpmath", reason="mpmath gives the float64 reference")
+    x = _family_samples(name, np.float64, 600, np.random.default_rng(64))
+    got = _family(name, x)
+    def exact(v):  # noqa: ANN001, ANN202
+        c = mpmath.mpf("0.044715")  # (the formula's decimal, at 40 digits, as the kernels')
+        if name == "erf":
+            return mpmath.erf(v)
+        if name.startswith("gelu_tanh"):
+            s2p = mpmath.sqrt(2 / mpmath.pi)
+            s = 1 / (1 + mpmath.exp(-2 * s2p * (v + c * v**3)))
+            if name == "gelu_tanh":
+                return v * s
+            return s + v * s * (1 - s) * 2 * s2p * (1 + 3 * c * v * v)
+        if name == "gelu":
+            return v * mpmath.ncdf(v)
+        return mpmath.ncdf(v) + v * mpmath.npdf(v)
+
+    worst = 0.0
+    with mpmath.workdps(40):
+        for v, g in zip(x.tolist(), got.tolist(), strict=True):
+            y = exact(mpmath.mpf(v))
+            if "derivative" in name and ROOT[0] <= v <= ROOT[1]:
+                assert abs(mpmath.mpf(g) - y) <= ROOT_ABS[np.float64], v
+                continue
+            e = max(int(mpmath.floor(mpmath.log(abs(y), 2))), -1022) if y != 0 else -1022
+            error = float(abs(mpmath.mpf(g) - y) / mpmath.ldexp(1, e - 52))
+            assert error <= FAMILY_BOUND64[name], v
+            worst = max(worst, error)
+    assert worst > 0.0  # (the inputs reached the rounding)
+
+
+FAMILY_SPECIALS: dict[str, list[tuple[float, float]]] = {
+    "erf": [(0.0, 0.0), (-0.0, -0.0), (INF, 1.0), (-INF, -1.0), (NAN, NAN), (10.0, 1.0),
+            (-10.0, -1.0)],
+    "gelu": [(0.0, 0.0), (-0.0, -0.0), (INF, INF), (-INF, NAN), (NAN, NAN), (50.0, 50.0),
+             (-50.0, -0.0), (1e30, 1e30)],
+    "gelu_derivative": [(0.0, 0.5), (-0.0, 0.5), (INF, NAN), (-INF, NAN), (NAN, NAN),
+                        (50.0, 1.0), (-50.0, -0.0)],
+    "gelu_tanh": [(0.0, 0.0), (-0.0, -0.0), (INF, INF), (-INF, NAN), (NAN, NAN), (50.0, 50.0),
+                  (-50.0, -0.0), (1e30, 1e30)],
+    "gelu_tanh_derivative": [(0.0, 0.5), (-0.0, 0.5), (INF, NAN), (-INF, NAN), (NAN, NAN),
+                             (50.0, 1.0), (-50.0, -0.0)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", FAMILY)
+def test_family_special_values(name: str, dtype: type) -> None:
+    x, want = (np.array(v, dtype=dtype) for v in zip(*FAMILY_SPECIALS[name], strict=True))
+    with np.errstate(all="ignore"):
+        got = _family(name, x)
+    if "derivative" in name:  # 1/2 at +-0 within the bound (float64: 1/2 + 2**-53)
+        half = x == 0
+        np.testing.assert_allclose(got[half], 0.5, rtol=2 * np.finfo(dtype).eps, atol=0)
+        got[half] = 0.5
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_keeps_the_tail(dtype: type) -> None:
+    """x Phi(x) for x << 0 is a tiny number of x's sign, not the 0 of 1 + erf (relative
+    error within the bound down to the subnormals)."""
+    x = np.array([-5.0, -8.0, -10.0, -12.0] + ([-30.0, -37.0] if dtype == np.float64 else []))
+    got = _family("gelu", x.astype(dtype))
+    exact = np.array([float(mpmath_ncdf(v) * v) for v in x])
+    assert np.all(got < 0)
+    assert np.all(ulp_error(got, exact, dtype) <= FAMILY_BOUND32["gelu"])
+
+
+def mpmath_ncdf(v: float) -> float:
+    mpmath = pytest.importorskip("mpmath", reason="mpmath gives the exact tail")
+    with mpmath.workdps(40):
+        return mpmath.ncdf(v)
+
+
+@pytest.mark.skipif(
+    not (_HOST.get("avx2") and _HOST.get("fma")), reason="packed FMA check needs AVX2+FMA"
+)
+@pytest.mark.parametrize("name", ["erf", "gelu", "gelu_derivative", "gelu_tanh"])
+def test_family_vectorises(name: str) -> None:
+    """Every member compiles to packed code without calls, float64 too (its bodies are
+    inlined: LLVM would keep one that large as a call, and the loop scalar)."""
+    fn = getattr(sm, name)
+
+    @njit(error_model="numpy")
+    def loop(x, out):
+        for i in range(x.size):
+            out[i] = fn(x[i])
+
+    for dtype in (np.float32, np.float64):
+        x = np.ones(8, dtype)
+        loop(x, np.empty_like(x))
+    for sig, asm in loop.inspect_asm().items():
+        assert re.search(r"vfn?m(add|sub)\w*p[sd]\s+%[yz]mm", asm), sig
+        assert not re.search(r"call\w*\s+\w*(erf|exp|gelu)", asm), sig
