@@ -431,6 +431,7 @@ class Program:
         gradients = [(p, p._grad) for p in self._stood_in]
         collected: list[tuple] = []
         ranges: list[tuple[Any, int, int]] = []
+        owner: Any = None
         try:
             with _collecting(collected):
                 for kind, owner, stand_ins in self.python_calls:
@@ -440,6 +441,13 @@ class Program:
                     start = len(collected)
                     owner.step()
                     ranges.append((owner, start, len(collected)))
+        except Exception as error:  # (the eager step raises it after its forward and
+            # backward: a capture runs it so, leaving eager's state)
+            for restore in saved:
+                restore()
+            raise Retrace(
+                f"{type(owner).__name__}.step raised {type(error).__name__}: {error}"
+            ) from error
         except BaseException:
             for restore in saved:
                 restore()
