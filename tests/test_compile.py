@@ -1007,3 +1007,35 @@ def test_mlx_compiled_step_guards_the_python_values_it_froze():
                 model[1].negative_slope = 0.5
             assert compiled(x).item() == forward(x).item()
     assert compiled.stats.recaptures == 1 and compiled.stats.replays == 2
+
+
+def test_an_optimizer_error_at_replay_raises_as_eagerly():
+    """An optimizer whose step raises (RMSprop's momentum turned on after its state was
+    made without a buffer): the replay puts its Python state back and captures again, so
+    the error comes from an eager run - after the forward and backward, as eagerly."""
+
+    def make():
+        pl.manual_seed(4)
+        model = nn.Linear(3, 2).to(pl.float64)
+        opt = pl.optim.RMSprop(model.parameters(), lr=0.01)
+        x = pl.tensor(np.linspace(-1, 1, 12).reshape(4, 3))
+
+        def step():
+            opt.zero_grad()
+            model(x).pow(2).sum().backward()
+            opt.step()
+
+        return step, model, opt
+
+    states = []
+    for compiled in (False, True):
+        step, model, opt = make()
+        run = pl.compile(step) if compiled else step
+        for _ in range(3):
+            run()
+        opt.param_groups[0]["momentum"] = 0.5
+        with pytest.raises(ValueError, match="momentum buffer"):
+            run()
+        states.append([t.numpy().copy() for p in model.parameters() for t in (p, p.grad)])
+    for a, b in zip(*states):
+        np.testing.assert_array_equal(b, a)
