@@ -1039,3 +1039,40 @@ def test_an_optimizer_error_at_replay_raises_as_eagerly():
         states.append([t.numpy().copy() for p in model.parameters() for t in (p, p.grad)])
     for a, b in zip(*states):
         np.testing.assert_array_equal(b, a)
+
+
+_PROCESS_STEP = """
+import sys
+import numpy as np
+import pylucid as pl
+w = pl.tensor(np.linspace(-1, 1, 12).reshape(4, 3), requires_grad=True)
+def step(x):
+    loss = (pl.tanh(x @ w) * 1.5 + pl.exp(x @ w * 0.25)).sum()
+    loss.backward()
+    return loss
+compiled = pl.compile(step, mode=sys.argv[1])
+values = []
+for i in range(3):
+    w.grad = None
+    values.append(compiled(pl.tensor(np.linspace(0, 1, 20).reshape(5, 4) * i)).item())
+print(values, compiled.stats.replays)
+"""
+
+
+def test_processes_sharing_a_cold_cache_compile_and_load_whole_modules(tmp_path, mode):
+    """Two processes capturing the same graph at once into one empty cache directory: each
+    writes its generated modules under a name of its own and renames them into place, so
+    neither loads a half-written file."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYLUCID_COMPILE_CACHE=str(tmp_path))
+    runs = [subprocess.Popen([sys.executable, "-c", _PROCESS_STEP, mode], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]  # fmt: skip
+    outputs = [run.communicate(timeout=300) for run in runs]
+    for run, (_, err) in zip(runs, outputs):
+        assert run.returncode == 0, err
+    assert outputs[0][0] == outputs[1][0] and outputs[0][0].strip().endswith(" 2")
+    assert not list(tmp_path.glob("*.tmp"))
