@@ -48,7 +48,7 @@ import time
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -657,7 +657,7 @@ class Report:
         return "\n".join(lines)
 
 
-def fuzz(seeds: range, fused_every: int, calls: tuple[int, int] = CALLS,
+def fuzz(seeds: Iterable[int], fused_every: int, calls: tuple[int, int] = CALLS,
          fused_seeds: set[int] | None = None) -> Report:  # fmt: skip
     """Run the programs of ``seeds`` in tape mode, and those in ``fused_seeds`` (default:
     one in ``fused_every``) in fused mode too."""
