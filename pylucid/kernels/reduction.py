@@ -8,13 +8,15 @@ operands (a number each), and for maps the output row - and :func:`row_map` /
 the row kernels' parallel threshold on (:mod:`pylucid.kernels.parallel`). The softmax
 family also has column functions, for an axis that is not last (see below).
 
-The row sums (:func:`_sum`, :func:`_dot`, :func:`_sum_sq_dev`) keep eight independent
-float64 partial sums, without any fast-math licence: the lanes break the latency chain of
-one running sum (a few times faster; LLVM still emits scalar adds) and the error is
-that of eight sums of n/8 terms, in float64 even for float32 rows. The maxima keep eight
-lanes for the same reason. ``exp`` and ``log`` are those of :mod:`pylucid.kernels.simd_math`
-(within 1 ULP, exact special values), evaluated in float64: ``x - max`` of a float32 row
-is formed in float64 and float32 results are rounded once.
+The reductions' row sums (:func:`_sum`, :func:`_dot`, :func:`_sum_sq_dev`) keep eight
+independent float64 partial sums, without any fast-math licence: the lanes break the
+latency chain of one running sum (a few times faster; LLVM still emits scalar adds) and
+the error is that of eight sums of n/8 terms, in float64 even for float32 rows. The
+last-axis softmax rows are vectorised throughout instead (see the softmax family below):
+their maximum by :func:`row_max`, float32 exponentials in float32 arithmetic, sums that
+LLVM may reassociate. The column functions and logsumexp take ``exp`` and ``log`` of
+:mod:`pylucid.kernels.simd_math` in float64 (``x - max`` of a float32 row formed in float64,
+float32 results rounded once).
 
 Special values: a row holding NaN gives NaN in every output (softmax, log_softmax,
 logsumexp, var); logsumexp of a row of -inf (or of no elements) is -inf and of a row with
