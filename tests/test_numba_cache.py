@@ -180,3 +180,29 @@ def test_no_cache_location_still_imports(tmp_path: Path) -> None:
         ours = [line for line in result.stderr.splitlines() if "NumbaCacheWarning: " in line]
         assert len(ours) == 1, result.stderr[-3000:]
         assert "NUMBA_CACHE_DIR" in ours[0]
+
+
+def test_a_kernels_cache_stamp_covers_every_kernel_source(tmp_path: Path) -> None:
+    """Numba stamps an entry with its function's file only; pylucid's stamp also carries a
+    digest of every kernel source, so a kernel whose inlined helpers (simd_math, half)
+    changed is recompiled rather than loaded stale."""
+    from pylucid.kernels import jit
+
+    @jit.njit(cache=True)
+    def double(x):  # pragma: no cover - compiled
+        return x * 2
+
+    stamp = double._cache._cache_file._source_stamp
+    assert stamp[1] == jit.kernel_sources_digest()
+    copy = tmp_path / "kernels"
+    shutil.copytree(Path(jit.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "simd_math.py").write_text((copy / "simd_math.py").read_text() + "\n# changed\n")
+    jit.kernel_sources_digest.cache_clear()
+    original = jit.__file__
+    try:
+        jit.__file__ = str(copy / "jit.py")
+        assert jit.kernel_sources_digest() != stamp[1]
+    finally:
+        jit.__file__ = original
+        jit.kernel_sources_digest.cache_clear()
+    assert jit.kernel_sources_digest() == stamp[1]

@@ -25,14 +25,22 @@ raises ``OSError``, and whose index/data file (its ``_cache_file``) is a subclas
 ``IndexDataCacheFile`` that removes a file it cannot unpickle and reports a miss; removing
 is safe, Numba being documented to tolerate lost cache files. Nothing of Numba is patched: other
 libraries in the process keep Numba's own behaviour. Checked against Numba 0.68.
+
+Numba stamps a cache entry with its function's own file only, so a kernel whose inlined
+helpers (``simd_math``'s polynomials, ``half``'s conversions) changed would load stale code
+after an upgrade. Here the stamp also carries :func:`kernel_sources_digest`, a digest of every
+source file of :mod:`pylucid.kernels`: a change to any of them recompiles every kernel.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import threading
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -40,7 +48,7 @@ from numba.core import sigutils, typeinfer
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 from numba.core.dispatcher import Dispatcher
 
-__all__ = ["NumbaCacheWarning", "entry_point", "njit"]
+__all__ = ["NumbaCacheWarning", "entry_point", "kernel_sources_digest", "njit"]
 
 
 class NumbaCacheWarning(RuntimeWarning):
@@ -113,6 +121,17 @@ class _RepairingCacheFile(IndexDataCacheFile):
         _warn_corrupt(self._cache_path, path, exc)
 
 
+@functools.cache
+def kernel_sources_digest() -> str:
+    """A digest of every ``.py`` file of :mod:`pylucid.kernels`: part of each cached kernel's
+    stamp, since a kernel inlines helpers from the package's other files."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 class _RepairingFunctionCache(FunctionCache):
     """Numba's ``FunctionCache`` on :class:`_RepairingCacheFile`; loading an entry that does
     not rebuild (an intact pickle of a broken payload) and saving one that cannot be written
@@ -123,7 +142,7 @@ class _RepairingFunctionCache(FunctionCache):
         self._cache_file = _RepairingCacheFile(
             cache_path=self._cache_path,
             filename_base=self._impl.filename_base,
-            source_stamp=self._impl.locator.get_source_stamp(),
+            source_stamp=(self._impl.locator.get_source_stamp(), kernel_sources_digest()),
         )
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:

@@ -15,9 +15,10 @@ in float32 and no widened copy is made. The loops of each combination of convers
 generated on first use.
 
 Cached loops are keyed by Numba on the generated closure's contents; the closure carries a
-fingerprint of the scalar function's source file (and, for the half loops, of the
-conversions' file), so editing the scalar math invalidates the cache (Numba itself only
-watches the file that defines the loop).
+fingerprint of the scalar function's source file and of every kernel source it may inline
+(:func:`~pylucid.kernels.jit.kernel_sources_digest`), so editing the scalar math, the SIMD
+helpers or the half conversions invalidates the cache (Numba itself only watches the file
+that defines the loop).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from numba.extending import overload, register_jitable
 
 from pylucid import memory
 from pylucid.kernels import half
-from pylucid.kernels.jit import njit
+from pylucid.kernels.jit import kernel_sources_digest, njit
 from pylucid.kernels.parallel import parallel_threshold
 
 __all__ = ["PARALLEL_THRESHOLD", "PARALLEL_THRESHOLD_HEAVY", "ElementwiseKernel", "elementwise"]
@@ -50,8 +51,10 @@ _JIT = {"cache": True, "error_model": "numpy", "nogil": True}
 
 
 def _fingerprint(scalar_fn: Callable) -> str:
+    """The scalar function's file and every kernel source it may inline (the package's
+    digest: ``simd_math``, ``half``)."""
     source = Path(inspect.getfile(scalar_fn)).read_bytes()
-    return hashlib.sha256(source).hexdigest()[:16]
+    return hashlib.sha256(source + kernel_sources_digest().encode()).hexdigest()[:16]
 
 
 def _at(a, i):
