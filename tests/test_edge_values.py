@@ -596,13 +596,10 @@ def _gelu_negative(o: Outcome) -> np.ndarray:
 
 
 def _gelu_ulps(o: Outcome) -> np.ndarray:
-    """The float64 numba kernel computes Phi(x) = erfc(-x / sqrt 2) / 2 with libm's erfc,
-    whose argument is rounded: that costs about 2 t^2 = x^2 ULP for t = |x| / sqrt 2 (20 at
-    x = -6); float32 (computed in float64, or with mlx's exact e^(-x^2/2)) keeps
-    :data:`OP_ULPS`."""
-    x = o.case.arrays[0].astype(np.float64)
-    extra = np.where(np.isfinite(x), x * x, 0.0) if o.dtype is pl.float64 else 0.0
-    return OP_ULPS["gelu"] + extra
+    """The numba kernels' gelu is within 6.9 ULP (float32, all inputs) and 4.7 ULP (float64,
+    sampled) of the exact value (:mod:`pylucid.kernels.simd_math`), inside
+    :data:`OP_ULPS`'s bound against PyTorch's own rounding, as mlx's."""
+    return np.full(o.case.arrays[0].shape, float(OP_ULPS["gelu"]))
 
 
 _SAVED_RESULT = (
