@@ -158,3 +158,27 @@ def test_a_stack_times_a_matrix_is_one_product(monkeypatch, dtype):
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(y.numpy(), np.matmul(x_np, w_np), rtol=rtol, atol=rtol)
     np.testing.assert_allclose(x.grad.numpy(), np.ones((3, 5, 7)) @ w_np.T, rtol=rtol, atol=rtol)
+
+
+def test_products_get_blas_threads_by_their_work(monkeypatch):
+    """OpenBLAS's pool gets one thread for a product below PARALLEL_FLOPS (a busy core would
+    stall a split one by a time slice), pylucid's thread count above; set only on a change."""
+    calls = []
+    monkeypatch.setattr(blas, "_SET_THREADS", calls.append)
+    monkeypatch.setattr(blas, "_threads", [0])
+    before = pl.get_num_threads()
+    pl.set_num_threads(2)
+    try:
+        blas.product_threads(64, 64, 64, 4)
+        blas.product_threads(32, 32, 32, 4)
+        blas.product_threads(2048, 256, 1024, 4)
+        blas.product_threads(700, 300, 400, 8)  # (float64: the threshold halves)
+        pl.set_num_threads(1)
+        blas.product_threads(2048, 256, 1024, 4)
+        assert calls == [1, 2, 1]
+        calls.clear()
+        pl.set_num_threads(2)
+        _ = pl.ones(2048, 256) @ pl.ones(256, 1024)
+        assert calls == [2]
+    finally:
+        pl.set_num_threads(before)

@@ -18,6 +18,13 @@ NumPy's: row-major order, each operand without a transpose where its rows are co
 contiguously (NumPy copies them first), and a matrix times its own transpose (NumPy's
 ``syrk``, which computes half the product and mirrors it).
 
+Threads: OpenBLAS runs each call on its own pool, whose threads spin and then sleep between
+calls. Beside a busy process a product split over both cores waits for a thread the
+scheduler has parked (a product of 0.1-0.9 ms took 8-276 ms), so :func:`product_threads`
+gives a product more than one thread only where its work reaches :data:`PARALLEL_FLOPS`, up to
+:func:`pylucid.get_num_threads` - the rule the kernels' loops follow (split only where the
+work pays for the wake-up), for the BLAS pool too.
+
 The library is the one NumPy loaded: found beside NumPy's package (``numpy.libs`` on Linux
 and Windows, ``numpy/.dylibs`` on macOS) when NumPy reports ``scipy-openblas`` with 64-bit
 integers, and made known to LLVM (``load_library_permanently``) so that the compiled calls,
@@ -27,6 +34,7 @@ another BLAS), :data:`AVAILABLE` is False and every product stays with ``np.matm
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 
@@ -35,8 +43,9 @@ from llvmlite import binding as llvm_binding
 from numba import types
 
 from pylucid.kernels.jit import njit
+from pylucid.kernels.parallel import get_num_threads
 
-__all__ = ["AVAILABLE", "gemm", "library_path"]
+__all__ = ["AVAILABLE", "PARALLEL_FLOPS", "gemm", "library_path", "product_threads"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -77,6 +86,42 @@ def _load() -> bool:
 
 #: Whether :func:`gemm` may be called: NumPy's OpenBLAS was found and loaded.
 AVAILABLE = _load()
+
+#: Floating-point operations (``2 m k n``) from which a float32 product runs on more than one
+#: OpenBLAS thread: ~2 ms of one core (about 100 GFLOP/s in float32 on AVX-512 and AVX2
+#: machines alike), where waking a second thread - or waiting a time slice for it beside a
+#: busy process - costs a fraction of the work; float64 products split at half of it.
+PARALLEL_FLOPS = 2e8
+
+
+def _thread_setter() -> ctypes._CFuncPtr | None:
+    path = library_path()
+    if path is None:
+        return None
+    try:
+        setter = ctypes.CDLL(path).scipy_openblas_set_num_threads64_
+    except (OSError, AttributeError):
+        return None
+    setter.argtypes, setter.restype = [ctypes.c_int], None
+    return setter
+
+
+_SET_THREADS = _thread_setter()
+#: The thread count last given to OpenBLAS (0: not set by pylucid yet).
+_threads = [0]
+
+
+def product_threads(m: int, k: int, n: int, itemsize: int) -> None:
+    """Give OpenBLAS the threads a product ``(m, k) @ (k, n)`` of ``itemsize``-byte floats
+    earns: one below :data:`PARALLEL_FLOPS` (half of it for float64), else
+    :func:`pylucid.get_num_threads`; nothing where NumPy's OpenBLAS was not found."""
+    if _SET_THREADS is None:
+        return
+    work = 2.0 * m * k * n * (2 if itemsize == 8 else 1)
+    threads = get_num_threads() if work >= PARALLEL_FLOPS else 1
+    if threads != _threads[0]:
+        _SET_THREADS(threads)
+        _threads[0] = threads
 
 
 def _gemm_symbol(name: str, scalar: types.Float) -> types.ExternalFunction:

@@ -8,6 +8,12 @@ or 0 where that lies in the padding. ``im2col`` writes those elements as the col
 is one matrix product per example and group (BLAS, in the backend); ``col2im`` adds such an
 array back onto the input's positions - the adjoint, which the input gradient needs.
 
+The columns are laid out batch-major inside each row - ``(C KH KW, N OH OW)``, example ``n``'s
+outputs at ``n OH OW ...`` - so that a convolution over the whole batch is one matrix
+product per group (``weight (O, C KH KW) @ columns``) rather than one per example: one BLAS
+call whose columns dimension is ``N OH OW``, and the weight gradient one product too, not a
+product per example and a sum over the batch.
+
 Both are gathers through a table of the windows (:mod:`pylucid.backends.windows`): for each
 tap, the input position each output position reads (``im2col``), and the output position
 that reads each input position (``col2im``: a tap reads an input position at most once, so
@@ -55,24 +61,39 @@ def _add_gathered(src, table, dst):
             dst[i] += column[j] if j >= 0 else 0
 
 
-def _im2col(planes, sources, cols):
+@register_jitable
+def _example_channel(plane, channels):
+    """The example and channel of plane ``plane`` of an ``(N, C)`` stack, as int64 (a
+    ``prange`` index is unsigned, and Numba's divmod of unsigned by signed is a float)."""
+    p = np.int64(plane)
+    n = p // channels
+    return n, p - n * channels
+
+
+def _im2col(planes, sources, cols, channels):
+    outputs = sources.shape[1]
     for p in range(planes.shape[0]):
-        _gather_plane(planes[p], sources, cols[p])
+        n, c = _example_channel(p, channels)
+        _gather_plane(planes[p], sources, cols[c, :, n * outputs : (n + 1) * outputs])
 
 
-def _im2col_parallel(planes, sources, cols):
+def _im2col_parallel(planes, sources, cols, channels):
+    outputs = sources.shape[1]
     for p in numba.prange(planes.shape[0]):
-        _gather_plane(planes[p], sources, cols[p])
+        n, c = _example_channel(p, channels)
+        _gather_plane(planes[p], sources, cols[c, :, n * outputs : (n + 1) * outputs])
 
 
-def _col2im(cols, columns, planes):
+def _col2im(cols, columns, planes, channels, outputs):
     for p in range(planes.shape[0]):
-        _add_gathered(cols[p], columns, planes[p])
+        n, c = _example_channel(p, channels)
+        _add_gathered(cols[c, :, n * outputs : (n + 1) * outputs], columns, planes[p])
 
 
-def _col2im_parallel(cols, columns, planes):
+def _col2im_parallel(cols, columns, planes, channels, outputs):
     for p in numba.prange(planes.shape[0]):
-        _add_gathered(cols[p], columns, planes[p])
+        n, c = _example_channel(p, channels)
+        _add_gathered(cols[c, :, n * outputs : (n + 1) * outputs], columns, planes[p])
 
 
 _IM2COL = (njit(**_JIT)(_im2col), njit(parallel=True, **_JIT)(_im2col_parallel))
@@ -80,24 +101,27 @@ _COL2IM = (njit(**_JIT)(_col2im), njit(parallel=True, **_JIT)(_col2im_parallel))
 
 
 def im2col(x: np.ndarray, sources: np.ndarray) -> np.ndarray:
-    """The ``(N, C T, L)`` columns of the C-contiguous ``(N, C, H, W)`` array ``x`` for the
+    """The ``(C T, N L)`` columns of the C-contiguous ``(N, C, H, W)`` array ``x`` for the
     windows of ``sources`` (``(T, L)``, :func:`pylucid.backends.windows.window_sources`), in
-    ``x``'s dtype: row ``c T + t`` holds tap ``t`` of channel ``c`` at each output."""
+    ``x``'s dtype: row ``c T + t`` holds tap ``t`` of channel ``c`` at each output of each
+    example, example ``n``'s at columns ``n L`` to ``(n + 1) L``."""
     n, c, height, width = x.shape
     taps, outputs = sources.shape
-    cols = np.empty((n * c, taps, outputs), x.dtype)
+    cols = np.empty((c, taps, n * outputs), x.dtype)
     parallel = cols.size >= PARALLEL_THRESHOLD_IM2COL and n * c > 1
-    _IM2COL[parallel](x.reshape(n * c, height * width), sources, cols)
-    return cols.reshape(n, c * taps, outputs)
+    _IM2COL[parallel](x.reshape(n * c, height * width), sources, cols, c)
+    return cols.reshape(c * taps, n * outputs)
 
 
 def col2im(cols: np.ndarray, readers: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """The adjoint of :func:`im2col`: each column element added onto the input position it
-    was read from, into a new array of ``shape`` ``(N, C, H, W)``; ``readers`` is
-    :func:`pylucid.backends.windows.window_readers` of the windows."""
+    """The adjoint of :func:`im2col`: each element of the ``(C T, N L)`` columns added onto
+    the input position it was read from, into a new array of ``shape`` ``(N, C, H, W)``;
+    ``readers`` is :func:`pylucid.backends.windows.window_readers` of the windows."""
     n, c, height, width = shape
     taps = readers.shape[0]
+    outputs = cols.shape[-1] // max(n, 1)
     out = np.empty((n * c, height * width), cols.dtype)
     parallel = cols.size >= PARALLEL_THRESHOLD_IM2COL and n * c > 1
-    _COL2IM[parallel](np.ascontiguousarray(cols).reshape(n * c, taps, -1), readers, out)
+    grouped = np.ascontiguousarray(cols).reshape(c, taps, n * outputs)
+    _COL2IM[parallel](grouped, readers, out, c, outputs)
     return out.reshape(shape)

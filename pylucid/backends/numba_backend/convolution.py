@@ -1,9 +1,12 @@
 """Numba primitives of the ``convolution`` op family: 2-d convolution and its gradients.
 
 Each is :func:`~pylucid.kernels.convolution.im2col` (or its adjoint ``col2im``) around one
-batched matrix product per group, which NumPy hands to its BLAS (as ``matmul``): the
-columns are ``(N, C KH KW, OH OW)``, so the product ``weight (O, C KH KW) @ columns`` is
-already in the output's ``(N, O, OH, OW)`` layout and needs no transpose. The columns are
+matrix product per group over the whole batch, which NumPy hands to its BLAS (as
+``matmul``): the columns are ``(C KH KW, N OH OW)``, so ``weight (O, C KH KW) @ columns``
+is one call of ``N OH OW`` columns (then the ``(O, N, OH OW)`` product is transposed into
+the output's layout), the weight gradient ``g (O, N OH OW) @ columns^T`` one call, and the
+input's ``weight^T @ g`` one call before ``col2im`` - not one call per example, each waking
+OpenBLAS's threads, and a per-example weight gradient summed over the batch. The columns are
 built again for the weight gradient rather than kept from the forward: they are ``KH KW``
 times the input's size.
 
@@ -18,7 +21,7 @@ import numpy as np
 from pylucid.backends.base import ConvGeometry, Shape
 from pylucid.backends.windows import Windows, convolution_windows, window_readers, window_sources
 from pylucid.dtypes import DType
-from pylucid.kernels import convolution
+from pylucid.kernels import blas, convolution
 
 
 def _windows(size: Shape, kernel: Shape, geometry: ConvGeometry, output: Shape) -> Windows:
@@ -46,13 +49,13 @@ class NumbaConvolution:
         n, o, oh, ow = shape
         groups = geometry[3]
         cols = _columns(x, w.shape[2:], geometry, (oh, ow))
-        taps = cols.shape[1] // groups
+        taps = cols.shape[0] // groups
+        blas.product_threads(o // groups, taps, n * oh * ow, dtype.itemsize)
         with np.errstate(all="ignore"):  # (inf * 0 in BLAS: the result says it)
             out = np.matmul(
-                w.reshape(1, groups, o // groups, taps),
-                cols.reshape(n, groups, taps, oh * ow),
+                w.reshape(groups, o // groups, taps), cols.reshape(groups, taps, n * oh * ow)
             )
-        return out.reshape(shape)
+        return np.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
 
     def conv2d_input_grad(
         self, g: np.ndarray, w: np.ndarray, geometry: ConvGeometry, shape: Shape, dtype: DType
@@ -60,32 +63,40 @@ class NumbaConvolution:
         """The gradient of :meth:`conv2d` for its input of ``shape``: ``col2im(w^T g)``."""
         if g.size == 0 or w.size == 0:
             return np.zeros(shape, dtype.numpy)
-        g = np.ascontiguousarray(g, dtype.numpy)
         w = np.ascontiguousarray(w, dtype.numpy)
         n, o, oh, ow = g.shape
         groups = geometry[3]
         taps = w[0].size
-        weights = w.reshape(1, groups, o // groups, taps).transpose(0, 1, 3, 2)
+        weights = w.reshape(groups, o // groups, taps).transpose(0, 2, 1)
+        blas.product_threads(taps, o // groups, n * oh * ow, dtype.itemsize)
         with np.errstate(all="ignore"):
-            cols = np.matmul(weights, g.reshape(n, groups, o // groups, oh * ow))
+            cols = np.matmul(weights, _by_channel(g, dtype).reshape(groups, o // groups, -1))
         readers = window_readers(_windows(shape[2:], w.shape[2:], geometry, (oh, ow)))
-        return convolution.col2im(cols, readers, shape)
+        return convolution.col2im(cols.reshape(groups * taps, -1), readers, shape)
 
     def conv2d_weight_grad(
         self, x: np.ndarray, g: np.ndarray, geometry: ConvGeometry, shape: Shape, dtype: DType
     ) -> np.ndarray:
-        """The gradient of :meth:`conv2d` for its weight of ``shape``: ``sum_n g_n cols_n^T``."""
+        """The gradient of :meth:`conv2d` for its weight of ``shape``: ``g cols^T`` over the
+        whole batch."""
         if x.size == 0 or g.size == 0:
             return np.zeros(shape, dtype.numpy)
         x = np.ascontiguousarray(x, dtype.numpy)
-        g = np.ascontiguousarray(g, dtype.numpy)
         n, o, oh, ow = g.shape
         groups = geometry[3]
         cols = _columns(x, shape[2:], geometry, (oh, ow))
-        taps = cols.shape[1] // groups
+        taps = cols.shape[0] // groups
+        blas.product_threads(o // groups, n * oh * ow, taps, dtype.itemsize)
         with np.errstate(all="ignore"):
-            per_example = np.matmul(
-                g.reshape(n, groups, o // groups, oh * ow),
-                cols.reshape(n, groups, taps, oh * ow).transpose(0, 1, 3, 2),
+            grad = np.matmul(
+                _by_channel(g, dtype).reshape(groups, o // groups, n * oh * ow),
+                cols.reshape(groups, taps, n * oh * ow).transpose(0, 2, 1),
             )
-            return np.add.reduce(per_example, axis=0).reshape(shape)
+        return grad.reshape(shape)
+
+
+def _by_channel(g: np.ndarray, dtype: DType) -> np.ndarray:
+    """``(N, O, OH, OW)`` ``g`` as the C-contiguous ``(O, N OH OW)`` matrix the products
+    take."""
+    n, o, oh, ow = g.shape
+    return np.ascontiguousarray(g.transpose(1, 0, 2, 3), dtype.numpy).reshape(o, n * oh * ow)

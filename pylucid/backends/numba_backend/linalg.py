@@ -51,6 +51,7 @@ def _blas_product(a: np.ndarray, b: np.ndarray, numpy_dtype: np.dtype) -> np.nda
         return None
     if a.dtype is not numpy_dtype or b.dtype is not numpy_dtype:
         return None
+    blas.product_threads(a.shape[0], a.shape[1], b.shape[1], numpy_dtype.itemsize)
     out = memory.empty((a.shape[0], b.shape[1]), numpy_dtype)
     return out if _gemm(numpy_dtype)(a, b, out) else None
 
@@ -71,10 +72,13 @@ def bound_matmul(
         return None
     call = _gemm(numpy_dtype)
     allocate = np.empty if math.prod(shape) < memory._SMALL_COUNT else memory.empty
+    (m, k), n, itemsize = input_shapes[0], input_shapes[1][1], numpy_dtype.itemsize
+    threads = blas.product_threads
 
     def run_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         if a.dtype is not numpy_dtype or b.dtype is not numpy_dtype:
             return None
+        threads(m, k, n, itemsize)
         out = allocate(shape, numpy_dtype)
         return out if call(a, b, out) else None
 
@@ -112,6 +116,8 @@ class NumbaLinalg:
             # (64 float32 elements, thread time on a loaded 2-vCPU EPYC). Strided vectors are
             # left to matmul: vdot copies them, and BLAS may sum a copy in another order.
             return np.asarray(np.vdot(a, b))
+        if a.ndim >= 2 and b.ndim >= 2:  # (each matrix of a stack: NumPy calls gemm per one)
+            blas.product_threads(a.shape[-2], a.shape[-1], b.shape[-1], dtype.itemsize)
         with np.errstate(all="ignore"):
             return np.asarray(np.matmul(a, b, dtype=dtype.numpy))
 
