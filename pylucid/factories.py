@@ -8,7 +8,7 @@ seeds), so a seed gives the same numbers on every backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -517,6 +517,14 @@ def randint(
     return _wrap(drawn.astype(dtype.numpy), dtype, device, requires_grad)
 
 
+def _random_like(
+    draw: Callable[..., Tensor], x: Tensor, generator: Generator | None, dtype: Any,
+    device: str | None, requires_grad: bool,
+) -> Tensor:  # fmt: skip
+    return draw(*x.shape, generator=generator, dtype=dtype or x.dtype,
+                device=device or x._backend.name, requires_grad=requires_grad)  # fmt: skip
+
+
 def rand_like(
     x: Tensor,
     *,
@@ -526,8 +534,7 @@ def rand_like(
     requires_grad: bool = False,
 ) -> Tensor:
     """:func:`rand` with ``x``'s shape, and its dtype and device unless given."""
-    return rand(*x.shape, generator=generator, dtype=dtype or x.dtype,
-                device=device or x._backend.name, requires_grad=requires_grad)  # fmt: skip
+    return _random_like(rand, x, generator, dtype, device, requires_grad)
 
 
 def randn_like(
@@ -539,8 +546,7 @@ def randn_like(
     requires_grad: bool = False,
 ) -> Tensor:
     """:func:`randn` with ``x``'s shape, and its dtype and device unless given."""
-    return randn(*x.shape, generator=generator, dtype=dtype or x.dtype,
-                 device=device or x._backend.name, requires_grad=requires_grad)  # fmt: skip
+    return _random_like(randn, x, generator, dtype, device, requires_grad)
 
 
 def randint_like(

@@ -599,6 +599,20 @@ def aminmax(x: Tensor, *, dim: int | None = None, keepdim: bool = False) -> Any:
     )
 
 
+def _with_mean(
+    moment: Callable[..., Tensor],
+    x: Tensor,
+    dim: int | Sequence[int] | None,
+    correction: float | None,
+    unbiased: bool | None,
+    keepdim: bool,
+) -> tuple[Tensor, Tensor]:
+    return (
+        moment(x, dim=dim, correction=correction, unbiased=unbiased, keepdim=keepdim),
+        mean(x, dim=dim, keepdim=keepdim),
+    )
+
+
 @tensor_method
 def var_mean(
     x: Tensor,
@@ -609,10 +623,7 @@ def var_mean(
     keepdim: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """``(var(x), mean(x))`` over ``dim`` (a plain tuple, as PyTorch returns)."""
-    return (
-        var(x, dim=dim, correction=correction, unbiased=unbiased, keepdim=keepdim),
-        mean(x, dim=dim, keepdim=keepdim),
-    )
+    return _with_mean(var, x, dim, correction, unbiased, keepdim)
 
 
 @tensor_method
@@ -625,10 +636,7 @@ def std_mean(
     keepdim: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """``(std(x), mean(x))`` over ``dim`` (a plain tuple, as PyTorch returns)."""
-    return (
-        std(x, dim=dim, correction=correction, unbiased=unbiased, keepdim=keepdim),
-        mean(x, dim=dim, keepdim=keepdim),
-    )
+    return _with_mean(std, x, dim, correction, unbiased, keepdim)
 
 
 @tensor_method
