@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sys
+from dataclasses import asdict, replace
 
 import numba
 import numpy as np
@@ -19,7 +20,7 @@ import pylucid as pl
 from pylucid import bench
 from pylucid.__main__ import main
 from pylucid.bench import cli as bench_cli
-from pylucid.bench import load, programs, report, runner
+from pylucid.bench import load, model_report, models, programs, report, runner
 from pylucid.bench.jit_cost import run_probe
 
 # A batch of 2 ms and two repeats: enough to exercise the timer, not to time anything.
@@ -590,3 +591,181 @@ def test_without_matplotlib_the_plot_is_explained_once(
     assert not (tmp_path / "bench.png").exists()
     assert main(["bench", "--load", str(path), "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().err.count("no plot:") == 1
+
+
+# ---- the model benchmark (--models) ----------------------------------------------------------
+
+
+def model_impls() -> list[str]:
+    """The implementations whose libraries are installed (pylucid's always are)."""
+    modules, why_not = models._load_libraries(models.IMPLS)
+    return [impl for impl in models.IMPLS if impl not in why_not]
+
+
+@pytest.mark.parametrize("name", list(models.MODELS))
+def test_models_step_in_every_library_from_the_same_weights(name: str) -> None:
+    cfg = models.MODELS[name].tiny
+    modules, _ = models._load_libraries(models.IMPLS)
+    state, parameters = models.initial_state(cfg, modules.get("torch"))
+    # torch.compile compiles each model for seconds even when tiny: the CNN stands for all.
+    impls = [i for i in model_impls() if i != "torch.compile" or name == "cnn"]
+    losses = {}
+    for impl in impls:
+        try:
+            program = models.build_program(impl, cfg, state, parameters, modules)
+            losses[impl] = program.call()
+        except pl.compiler.capture.CaptureError:  # reported as "raises" by the benchmark
+            assert impl == "pl.compile"
+    assert {"pylucid", "pylucid.mlx"} & set(losses) and "pylucid" in losses
+    assert all(math.isfinite(loss) for loss in losses.values())
+    assert list(losses.values()) == pytest.approx([losses["pylucid"]] * len(losses), rel=1e-5)
+
+
+def test_models_without_a_library_say_why() -> None:
+    modules, why_not = models._load_libraries(("jax.jit", "pylucid"))
+    if "jax" in modules:
+        assert why_not == {}
+    else:
+        assert set(why_not) == {"jax.jit"} and "jax is not installed" in why_not["jax.jit"]
+
+
+TINY_MODELS = models.ModelsConfig(
+    models=("gpt_small", "gpt_medium", "cnn"),
+    impls=("torch", "jax.jit", "pylucid", "pl.compile"),
+    timer=TINY_TIMER,
+    tiny=True,
+)
+
+
+def test_time_models_in_process() -> None:
+    before = pl.get_num_threads(), gc.get_freeze_count()
+    answer = models.time_models(TINY_MODELS, 1)
+    assert (pl.get_num_threads(), gc.get_freeze_count()) == before
+    assert answer["threads_reported"]["requested"] == answer["threads_reported"]["pylucid"] == 1
+    assert set(answer["outcomes"]) == set(TINY_MODELS.models) == set(answer["losses"])
+    for model, outcomes in answer["outcomes"].items():
+        assert list(outcomes) == list(TINY_MODELS.impls)
+        for impl, outcome in outcomes.items():
+            assert outcome["status"] in ("timed", "raises", "fallback", "failed", "skipped")
+            assert outcome["status"] == "timed" or outcome["reason"], (model, impl)
+        assert outcomes["pylucid"]["status"] == "timed"
+        # what fails on the small GPT is not tried again on the medium one
+        small = answer["outcomes"]["gpt_small"]
+        if model == "gpt_medium":
+            for impl in (i for i in TINY_MODELS.impls if small[i]["status"] != "timed"):
+                assert outcomes[impl]["status"] == "skipped"
+    for row in answer["rows"]:
+        assert answer["outcomes"][row["model"]][row["impl"]]["status"] == "timed"
+        assert positive_finite(row["median_s"]) and row["min_s"] <= row["median_s"]
+        assert row["repeats"] == len(row["samples_s"]) == TINY_TIMER.repeats
+        assert len(row["warmup_s"]) >= 1
+    assert positive_finite(answer["products"]["numpy_s"])
+    assert json.loads(json.dumps(answer, allow_nan=False)) == answer
+
+
+def test_child_environment_sizes_every_pool() -> None:
+    base = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512", "PATH": "/bin"}
+    env = models.child_environment(2, native_openblas=False, base=base)
+    assert env["OPENBLAS_CORETYPE"] == "Haswell" and env["PATH"] == "/bin"
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        assert env[key] == "2"
+    assert "intra_op_parallelism_threads=2" in env["XLA_FLAGS"]
+    native = models.child_environment(1, native_openblas=True, base=base)
+    assert not set(models.OPENBLAS_VARIABLES) & set(native) and native["OMP_NUM_THREADS"] == "1"
+    assert base["OPENBLAS_CORETYPE"] == "Haswell"  # the caller's mapping is left alone
+
+
+def test_competing_mode_starts_and_stops_its_process() -> None:
+    config = replace(TINY_MODELS, models=("cnn",), impls=("pylucid",), modes=("2_threads_busy",))
+    doc = models.run(config)
+    mode = doc["modes"]["2_threads_busy"]
+    assert mode["error"] is None and mode["competitor"] is True
+    assert gone(mode["competitor_pid"])
+    if mode["competitor_cpu"] is not None:  # measured on Linux: it ran while the mode did
+        assert 0 < mode["competitor_cpu"] <= 1
+    assert mode["env"]["OMP_NUM_THREADS"] == "2" and mode["threads"] == 2
+    assert mode["threads_reported"]["requested"] == 2 and mode["rows"][0]["impl"] == "pylucid"
+    assert set(doc["busy"]["others_cpu"]) == {"2 threads beside a competing process mode"}
+    assert json.loads(json.dumps(doc, allow_nan=False)) == doc
+
+
+def synthetic_models_doc() -> dict:
+    """A models document of every implementation, mode and outcome (no run)."""
+    impls, statuses = models.IMPLS, ("timed", "raises", "fallback", "failed", "skipped")
+    modes = {}
+    for index, (name, mode) in enumerate(models.MODES.items()):
+        rows, outcomes, losses = [], {}, {}
+        for model in models.MODELS:
+            outcomes[model], losses[model] = {}, {}
+            for j, impl in enumerate(impls):
+                status = "timed" if j % 2 == 0 or model == "cnn" else statuses[j % 5]
+                if status != "timed":
+                    reason = f"a long reason of many words why {impl} did not run; " * 5
+                    outcomes[model][impl] = {"status": status, "reason": reason}
+                    continue
+                t = 1e-3 * (j + 1) * (index + 1)
+                outcomes[model][impl] = {"status": status, "warmup_s": [12.0, t], "notes": []}
+                losses[model][impl] = 4.17 + 1e-7 * j
+                rows.append({"model": model, "impl": impl, "median_s": t, "min_s": t,
+                             "number": 1, "repeats": 3, "samples_s": [t, t, t],
+                             "warmup_s": [12.0, t], "others_cpu": 0.9})  # fmt: skip
+        rows[0]["samples_s"] = [1e-3, 5e-3, 1e-3]  # unstable
+        modes[name] = {
+            "title": mode.title, "threads": mode.threads, "competitor": mode.competitor,
+            "env": {"OPENBLAS_CORETYPE": "Haswell"}, "load_average_before": [3.0, 3.0, 3.0],
+            "others_cpu": 0.4, "competitor_cpu": 0.5 if mode.competitor else None,
+            "error": None, "libraries": {"torch": "2.13"}, "rows": rows,
+            "outcomes": outcomes, "losses": losses,
+            "products": {"shape": [2048, 256, 768], "flops": 805306368, "numpy_s": 0.01,
+                         "torch_s": 0.008},
+        }  # fmt: skip
+    doc = {
+        "schema": models.SCHEMA, "created": "2026-01-01T00:00:00+00:00",
+        "config": {**json.loads(json.dumps(asdict(models.ModelsConfig())))},
+        "environment": {"cpu_model": "A CPU with a long marketing name " * 3, "cpu_count": 2,
+                        "python": "3.11", "numpy": "2.4", "numba": "0.68", "git": "abc"},
+        "models": {n: {"description": s.description} for n, s in models.MODELS.items()},
+        "modes": modes,
+        "busy": bench.busy_check([3.0, 3.0, 3.0], None, {"1 thread mode": 0.4}),
+    }  # fmt: skip
+    return json.loads(json.dumps(doc))
+
+
+def test_models_report_fits_100_columns_and_marks(tmp_path, capsys) -> None:
+    doc = synthetic_models_doc()
+    for stat in report.STATS:
+        rendered = model_report.text(doc, stat)
+        assert long_lines(rendered) == [], long_lines(rendered)
+    assert rendered.startswith("WARNING: the machine was busy")
+    for title in ("Models, 1 thread", "Models, 2 threads (", "beside a competing process"):
+        assert title in rendered
+    assert "raises" in rendered and "fallback" in rendered and "pylucid/torch" in rendered
+    assert "First step's loss" in rendered and "Product (2048, 256) @ (256, 768)" in rendered
+    marks = rendered.split("\nMarks\n")[1]
+    assert f"{report.UNSTABLE} unstable: 3 time(s)" in marks and "busy:" in marks
+    # the busy column leaves the competitor out: 90% - 50% in the competing mode
+    competing = rendered.split("beside a competing process")[1].split("\n\n")[0]
+    assert "40%" in competing and "90%" not in competing
+    assert "cnn" in rendered and "jax.jit" in rendered
+    assert "| model | torch |" in model_report.markdown(doc)
+    path = report.write_json(doc, tmp_path / "bench.json")
+    assert main(["bench", "--load", str(path), "--out", str(tmp_path)]) == 0
+    assert "Models, 1 thread" in capsys.readouterr().out
+    if (tmp_path / "bench.png").exists():  # drawn where matplotlib is installed
+        assert (tmp_path / "bench.png").stat().st_size > 0
+
+
+def test_models_quick_plan_and_options(capsys) -> None:
+    quick = bench_cli.models_config_from_args(bench_args("--models", "--quick"))
+    assert quick == models.ModelsConfig.quick_config()
+    assert quick.models == ("gpt_small", "cnn") and quick.modes == ("1_thread",)
+    assert "pylucid.mlx" not in quick.impls and quick.timer.repeats == 3
+    chosen = bench_cli.models_config_from_args(bench_args("--models", "cnn", "--native-openblas"))
+    assert chosen.models == ("cnn",) and chosen.native_openblas
+    assert chosen.modes == tuple(models.MODES)
+    assert main(["bench", "--models", "--contention", "--no-plot"]) == 2
+    assert "--models runs alone" in capsys.readouterr().err
+    assert main(["bench", "--native-openblas", "--no-plot"]) == 2
+    assert "--native-openblas goes with --models" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "--models", "--programs"])

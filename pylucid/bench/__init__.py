@@ -21,7 +21,10 @@ default threads against one thread, in this process and in fresh ones).
 
 Command line: ``python -m pylucid bench --programs [--isolated] [--contention]`` runs only
 the programs (``--no-programs`` only the per-op cases); ``--distributed`` only the
-all-reduce benchmark of :mod:`.distributed`.
+all-reduce benchmark of :mod:`.distributed`; ``--models`` only the model benchmark of
+:mod:`.models` (whole training steps of a GPT, a CNN and a character-level LSTM against
+PyTorch, JAX and MLX, each thread mode in a fresh process; its document, schema
+``pylucid-bench-models/1``, is described there and presented by :mod:`.model_report`).
 
 The document :func:`run` returns (and ``bench.json`` holds)::
 

@@ -14,6 +14,12 @@ libraries in this process; ``--programs`` runs them alone, ``--no-programs`` not
 the contention check (a competing CPU-bound process, ``--fresh-processes N`` fresh ones).
 ``--distributed`` runs only the distributed benchmark (:mod:`pylucid.bench.distributed`:
 all-reduce on 2 local ranks, pylucid against mpi4py and MLX's ring, and the step-time model).
+``--models [MODEL ...]`` runs only the model benchmark (:mod:`pylucid.bench.models`: whole
+training steps of a GPT at two sizes, a CNN and a character-level LSTM, pylucid eager, on MLX
+and through ``pl.compile`` against PyTorch eager, ``torch.compile`` and ``jax.jit``, at 1
+thread, 2 threads and 2 threads beside a competing process, each mode in a fresh process);
+with ``--quick``, the small GPT and the CNN at 1 thread. ``--native-openblas`` unsets
+``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` in its processes.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pylucid.bench.models import ModelsConfig
     from pylucid.bench.runner import Config
 
 __all__ = [
@@ -34,6 +41,7 @@ __all__ = [
     "add_arguments",
     "config_from_args",
     "main",
+    "models_config_from_args",
     "write_doc",
 ]
 
@@ -64,6 +72,8 @@ def _size(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``bench`` options to ``parser``."""
     from pylucid.bench.cases import ALL_DTYPES, ALL_IMPLS, DEFAULT_IMPLS, KINDS
+    from pylucid.bench.models import MODELS, QUICK_MODELS
+    from pylucid.bench.models import QUICK_PROMISE as MODELS_QUICK_PROMISE
     from pylucid.bench.programs import SCENARIOS
 
     parser.add_argument(
@@ -136,6 +146,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run only the distributed benchmark: all_reduce on 2 local ranks (pylucid, "
         "mpi4py, MLX's ring) and the step-time model for N machines",
+    )
+    which.add_argument(
+        "--models",
+        nargs="*",
+        choices=tuple(MODELS),
+        metavar="MODEL",
+        help="run only the model benchmark: whole training steps of "
+        f"{', '.join(MODELS)} (default: all), pylucid eager, on MLX and through pl.compile "
+        "against torch eager, torch.compile and jax.jit, at 1 thread, 2 threads and 2 threads "
+        "beside a competing process, each mode in a fresh process. With --quick: "
+        f"{' and '.join(QUICK_MODELS)} at 1 thread, without MLX; it takes "
+        f"{MODELS_QUICK_PROMISE}",
+    )
+    parser.add_argument(
+        "--native-openblas",
+        action="store_true",
+        help="with --models: unset OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE in the benchmark's "
+        "own processes (as on a machine that does not set them); this one keeps them",
     )
     parser.add_argument(
         "--scenarios",
@@ -226,7 +254,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 def main(args: argparse.Namespace) -> int:
     """Run (or load) and present the benchmarks as ``args`` say."""
-    from pylucid.bench import compiled, distributed, report
+    from pylucid.bench import compiled, distributed, model_report, models, report
     from pylucid.bench.runner import run
 
     if args.list:
@@ -244,8 +272,21 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.native_openblas and args.models is None:
+        print("bench: --native-openblas goes with --models", file=sys.stderr)
+        return 2
+    if args.models is not None and (args.isolated or args.contention or args.compile_times):
+        print(
+            "bench: --models runs alone (no --isolated, --contention or --compile-times)",
+            file=sys.stderr,
+        )
+        return 2
     if args.load is not None:
         doc, saved = report.read_json(args.load), args.load
+    elif args.models is not None:
+        doc = models.run(models_config_from_args(args), progress=sys.stderr)
+        saved = report.write_json(doc, args.out / "bench.json")
+        print(f"wrote {saved} ({doc['elapsed_s']:.0f} s)", file=sys.stderr)
     else:
         config = config_from_args(args)
         try:
@@ -261,7 +302,8 @@ def main(args: argparse.Namespace) -> int:
         saved = report.write_json(doc, args.out / "bench.json")
         print(f"wrote {saved} ({doc['elapsed_s']:.0f} s)", file=sys.stderr)
     if not args.no_plot:
-        print(report.plot(doc, args.out / "bench.png", args.stat, saved), file=sys.stderr)
+        draw = model_report.plot if doc["schema"] == models.SCHEMA else report.plot
+        print(draw(doc, args.out / "bench.png", args.stat, saved), file=sys.stderr)
     if args.write_doc is not None:
         write_doc(args.write_doc, _markdown(doc, args.stat))
         print(f"updated {args.write_doc}", file=sys.stderr)
@@ -269,10 +311,28 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def models_config_from_args(args: argparse.Namespace) -> ModelsConfig:
+    """The :class:`~pylucid.bench.models.ModelsConfig` that ``args`` ask for: all models
+    (or those named after ``--models``) in every mode, or ``--quick``'s plan."""
+    from pylucid.bench.models import ModelsConfig
+
+    config = ModelsConfig.quick_config() if args.quick else ModelsConfig()
+    fields: dict[str, Any] = {"native_openblas": args.native_openblas}
+    if args.models:
+        fields["models"] = tuple(args.models)
+    timer = {"repeats": args.repeats, "target_s": args.batch_time}
+    timer = {k: v for k, v in timer.items() if v is not None}
+    if timer:
+        fields["timer"] = replace(config.timer, **timer)
+    return replace(config, **fields)
+
+
 def _markdown(doc: dict[str, Any], stat: str) -> str:
     """The report of ``doc`` as Markdown, with its distributed section's (if any)."""
-    from pylucid.bench import compiled, distributed, report
+    from pylucid.bench import compiled, distributed, model_report, models, report
 
+    if doc["schema"] == models.SCHEMA:
+        return model_report.markdown(doc, stat)
     section = doc.get("distributed")
     extra = f"\n{distributed.markdown(section, stat)}" if section else ""
     if "compile_times" in doc:
@@ -282,8 +342,10 @@ def _markdown(doc: dict[str, Any], stat: str) -> str:
 
 def _text(doc: dict[str, Any], stat: str) -> str:
     """The report of ``doc`` as plain text, with its distributed section's (if any)."""
-    from pylucid.bench import compiled, distributed, report
+    from pylucid.bench import compiled, distributed, model_report, models, report
 
+    if doc["schema"] == models.SCHEMA:
+        return model_report.text(doc, stat)
     section = doc.get("distributed")
     extra = distributed.text(section, stat) if section else ""
     if "compile_times" in doc:
