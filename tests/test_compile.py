@@ -816,8 +816,10 @@ def test_hyperparameters_changed_between_calls_train_as_eager(change):
             opt.step()
             return loss
 
-        return step, lambda: [*model.parameters(), *[
-            v for s in opt.state.values() for v in s.values() if isinstance(v, pl.Tensor)]]
+        return step, lambda: [
+            *model.parameters(),
+            *[v for s in opt.state.values() for v in s.values() if isinstance(v, pl.Tensor)],
+        ]
 
     def between(i, watched):
         if i == 4:

@@ -137,8 +137,12 @@ def _optimizer_options(rng: np.random.Generator) -> tuple[str, dict[str, Any]]:
                           weight_decay=float(rng.choice([0.0, 1e-3])),
                           initial_accumulator_value=float(rng.choice([0.0, 0.1])),
                           maximize=coin(0.1))  # fmt: skip
-    return name, dict(lr=float(rng.choice([0.5, 1.0])), rho=float(rng.choice([0.9, 0.95])),
-                      weight_decay=float(rng.choice([0.0, 1e-3])), maximize=coin(0.1))
+    return name, dict(
+        lr=float(rng.choice([0.5, 1.0])),
+        rho=float(rng.choice([0.9, 0.95])),
+        weight_decay=float(rng.choice([0.0, 1e-3])),
+        maximize=coin(0.1),
+    )
 
 
 def _hyperparameter_change(rng: np.random.Generator, optimizer: str) -> tuple[str, Any]:
@@ -188,12 +192,26 @@ def draw_program(seed: int, calls: tuple[int, int] = CALLS) -> Program:
     if image:
         channels, side = int(rng.integers(1, 3)), int(rng.integers(4, 7))
         out_channels, stride, padding = int(rng.integers(2, 4)), int(rng.integers(1, 3)), 1
-        layers.append(("conv2d", dict(in_channels=channels, out_channels=out_channels,
-                                      kernel_size=3, stride=stride, padding=padding)))
+        layers.append(
+            (
+                "conv2d",
+                dict(
+                    in_channels=channels,
+                    out_channels=out_channels,
+                    kernel_size=3,
+                    stride=stride,
+                    padding=padding,
+                ),
+            )
+        )
         activation()
         if coin(0.4):
-            layers.append(("batchnorm2d", dict(num_features=out_channels,
-                                               momentum=float(rng.choice([0.1, 0.3])))))
+            layers.append(
+                (
+                    "batchnorm2d",
+                    dict(num_features=out_channels, momentum=float(rng.choice([0.1, 0.3]))),
+                )
+            )
             modules_with_attributes.append((len(layers) - 1, "batchnorm2d"))
         layers.append(("flatten", {}))
         edge = (side + 2 * padding - 3) // stride + 1
@@ -210,12 +228,17 @@ def draw_program(seed: int, calls: tuple[int, int] = CALLS) -> Program:
             activation()
             extra = rng.random()
             if extra < 0.2:
-                layers.append(("layernorm", dict(normalized_shape=width,
-                                                 eps=float(rng.choice([1e-5, 1e-3])))))
+                layers.append(
+                    ("layernorm", dict(normalized_shape=width, eps=float(rng.choice([1e-5, 1e-3]))))
+                )
                 modules_with_attributes.append((len(layers) - 1, "layernorm"))
             elif extra < 0.35:
-                layers.append(("batchnorm1d", dict(num_features=width,
-                                                   momentum=float(rng.choice([0.1, 0.3])))))
+                layers.append(
+                    (
+                        "batchnorm1d",
+                        dict(num_features=width, momentum=float(rng.choice([0.1, 0.3]))),
+                    )
+                )
                 modules_with_attributes.append((len(layers) - 1, "batchnorm1d"))
             if coin(0.3):
                 layers.append(("dropout", dict(p=float(rng.choice([0.1, 0.3, 0.5])))))
@@ -256,8 +279,20 @@ def draw_program(seed: int, calls: tuple[int, int] = CALLS) -> Program:
 
 def _mutation(rng: np.random.Generator, program: Program,
               attributes: list[tuple[int, str]]) -> tuple:  # fmt: skip
-    kinds = ["rows", "input_dtype", "requires_grad", "train", "lr", "hyper", "module_attr",
-             "replace_param", "param_data", "param_inplace", "grad_none", "zero_outside"]
+    kinds = [
+        "rows",
+        "input_dtype",
+        "requires_grad",
+        "train",
+        "lr",
+        "hyper",
+        "module_attr",
+        "replace_param",
+        "param_data",
+        "param_inplace",
+        "grad_none",
+        "zero_outside",
+    ]
     kind = kinds[rng.integers(len(kinds))]
     pick = int(rng.integers(1 << 30))
     if kind == "rows":
@@ -314,8 +349,10 @@ class World:
         params = list(self.model.parameters())
         name, options = program.optimizer
         if program.two_groups and len(params) > 1:
-            groups: Any = [{"params": params[: len(params) // 2]},
-                           {"params": params[len(params) // 2 :], "lr": options["lr"] * 0.5}]
+            groups: Any = [
+                {"params": params[: len(params) // 2]},
+                {"params": params[len(params) // 2 :], "lr": options["lr"] * 0.5},
+            ]
         else:
             groups = params
         self.optimizer = getattr(pl.optim, name)(groups, **options)
@@ -402,8 +439,10 @@ class World:
                 value = not group[key]
             if key == "nesterov" and value and (group["momentum"] <= 0 or group["dampening"]):
                 return
-            if key in ("momentum", "dampening") and group.get("nesterov") and (
-                key == "dampening" or value <= 0
+            if (
+                key in ("momentum", "dampening")
+                and group.get("nesterov")
+                and (key == "dampening" or value <= 0)
             ):
                 return
             group[key] = value
