@@ -728,10 +728,14 @@ class Recorder(Shadowing):
 @functools.cache
 def _number_factories() -> frozenset:
     """The code of pylucid's functions whose arrays depend on Python numbers only (sizes,
-    bounds, a diagonal), made in NumPy and handed to ``from_numpy``."""
+    bounds, a diagonal), made in NumPy and handed to ``from_numpy``: the factories, the
+    masks of ``tril``/``triu`` and the causal mask of ``scaled_dot_product_attention``
+    (``nn.functional._constant_mask``, where it is defined)."""
+    from pylucid.nn import functional
     from pylucid.ops import selection
 
-    functions = (factories.arange, factories.linspace, factories.eye, selection._triangle)
+    functions = [factories.arange, factories.linspace, factories.eye, selection._triangle]
+    functions += [f for f in (getattr(functional, "_constant_mask", None),) if f is not None]
     return frozenset(inspect.unwrap(f).__code__ for f in functions)
 
 
