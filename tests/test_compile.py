@@ -1078,3 +1078,26 @@ def test_processes_sharing_a_cold_cache_compile_and_load_whole_modules(tmp_path,
         assert run.returncode == 0, err
     assert outputs[0][0] == outputs[1][0] and outputs[0][0].strip().endswith(" 2")
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_causal_attention_replays():
+    """scaled_dot_product_attention(is_causal=True) builds its mask from the scores' shape:
+    a constant of the trace."""
+    w = pl.tensor(np.linspace(-1, 1, 16).reshape(4, 4), requires_grad=True)
+
+    def step(x):
+        q = x @ w
+        loss = F.scaled_dot_product_attention(q, q, x, is_causal=True).pow(2).sum()
+        loss.backward()
+        return loss
+
+    compiled = pl.compile(step)
+    for i in range(4):
+        x = pl.tensor(np.linspace(-1, 2, 24).reshape(2, 3, 4) * (i + 1))
+        w.grad = None
+        expected = step(x).item(), w.grad.numpy().copy()
+        w.grad = None
+        got = compiled(x).item(), w.grad.numpy().copy()
+        assert got[0] == pytest.approx(expected[0], rel=1e-12)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-12)
+    assert compiled.stats.traces == 1 and compiled.stats.replays == 3
