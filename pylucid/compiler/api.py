@@ -14,6 +14,7 @@ from typing import Any
 
 from pylucid.amp.autocast import autocast_dtype
 from pylucid.backends import registry
+from pylucid.compat import differs
 from pylucid.compiler.capture import (
     CAPTURE_LOCK,
     CaptureError,
@@ -336,6 +337,10 @@ def _signature(leaves: list[Any]) -> Hashable:
 _TORCH_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
+@differs(
+    "captures whole steps (forward, backward, optimizer); a Module comes back wrapped "
+    "and runs eagerly; PyTorch's modes mean 'tape'"
+)
 def compile(  # noqa: A001  (PyTorch's name: pl.compile)
     fn: Callable[..., Any] | None = None,
     *,
