@@ -663,6 +663,18 @@ def test_time_models_in_process() -> None:
     assert json.loads(json.dumps(answer, allow_nan=False)) == answer
 
 
+def test_slow_or_failed_implementations_skip_the_larger_model() -> None:
+    medium = models.MODELS["gpt_medium"]
+    slow = {"status": "timed", "median_s": 2 * models.MEDIUM_AFTER_S}
+    done = {"gpt_small": {"torch": slow, "pylucid": slow, "pylucid.mlx": slow,
+                          "pl.compile": {"status": "raises"}}}  # fmt: skip
+    assert models._prior(done, medium, "pl.compile") == "raises on gpt_small"
+    assert "a step on gpt_small" in models._prior(done, medium, "pylucid.mlx")
+    # the pair the ratio compares is timed however slow a busy machine made it
+    assert models._prior(done, medium, "torch") is models._prior(done, medium, "pylucid") is None
+    assert models._prior(done, models.MODELS["cnn"], "pylucid.mlx") is None
+
+
 def test_child_environment_sizes_every_pool() -> None:
     base = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512", "PATH": "/bin"}
     env = models.child_environment(2, native_openblas=False, base=base)
