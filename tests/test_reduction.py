@@ -375,16 +375,13 @@ def test_large_inputs_take_the_parallel_rows(
     np.testing.assert_array_equal(pl.amax(x, axis).numpy(), x_np.max(axis))
 
 
-def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The distance of float32 ``a`` and ``b`` in units in the last place (same signs)."""
-    return np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32).astype(np.int64))
-
-
 @pytest.mark.parametrize("shape", [(1, 1), (32, 10), (1797, 10), (7, 3), (4, 17), (3, 1000)])
 def test_log_softmax_blocks_serial_and_parallel_agree(shape, rng: np.random.Generator) -> None:
     """The block kernels (exp over the whole block) give the same bits on the serial loop
-    and on the prange loop over chunks of rows, and the float32 backward is within 1 ulp
-    of g - exp(y) sum(g) in float64 (exp(y) is taken in float64, rounded once)."""
+    and on the prange loop over chunks of rows, and the float32 backward is within
+    2 eps (|g| + |exp(y) sum(g)|) of g - exp(y) sum(g) in float64: exp(y) is taken in
+    float32 arithmetic (within an ulp) and the difference rounded once, so the bound is on
+    the terms' size, not the result's where they cancel (1.15 eps measured)."""
     from pylucid.kernels import reduction as kernels
 
     forward = kernels.block_map(kernels.log_softmax_rows)
@@ -401,11 +398,9 @@ def test_log_softmax_blocks_serial_and_parallel_agree(shape, rng: np.random.Gene
         assert outs[0] == outs[1]
         if dtype is np.float32:
             g64 = g.astype(np.float64)
-            reference = (g64 - np.exp(y.astype(np.float64)) * g64.sum(1, keepdims=True))
-            reference = reference.astype(np.float32)
-            same_sign = np.sign(reference) == np.sign(dx)
-            assert (_ulps(dx, reference)[same_sign] <= 1).all()
-            assert (np.abs(dx - reference)[~same_sign] <= 1e-6).all()  # (about zero)
+            subtracted = np.exp(y.astype(np.float64)) * g64.sum(1, keepdims=True)
+            scale = np.finfo(np.float32).eps * (np.abs(g64) + np.abs(subtracted))
+            assert (np.abs(dx - (g64 - subtracted)) <= 2 * scale).all()
 
 
 _SUM_CASES = [
