@@ -491,7 +491,7 @@ def test_array_made_outside_the_backend_is_refused():
         pl.compile(step)(pl.randn(2, 3))
 
 
-def test_index_lists_are_constants_index_tensors_are_refused():
+def test_index_lists_are_constants_index_tensors_are_inputs():
     w = pl.randn(5, 3, requires_grad=True)
 
     def step(x):
@@ -499,19 +499,30 @@ def test_index_lists_are_constants_index_tensors_are_refused():
         loss.backward()
         return loss
 
-    compiled = pl.compile(step)
-    for _ in range(3):
-        x = pl.randn(4, 5)
-        w.grad = None
-        got = compiled(x).item(), w.grad.numpy().copy()
-        w.grad = None
-        expected = step(x).item(), w.grad.numpy().copy()
-        assert got[0] == pytest.approx(expected[0], rel=1e-6)
-        np.testing.assert_allclose(got[1], expected[1], rtol=1e-6)
-    assert compiled.stats.replays == 2
+    def pick(x, rows):  # one index tensor along one dimension: the embedding op
+        loss = ((x @ w)[rows] ** 2).sum()
+        loss.backward()
+        return loss
+
+    for function, rows in ((step, None), (pick, [3, 0, 3]), (pick, [1, -1, 2])):
+        compiled = pl.compile(function)
+        for call in range(3):
+            x = pl.randn(4, 5)
+            args = (x,) if rows is None else (x, pl.tensor([(r + call) % 4 for r in rows]))
+            w.grad = None
+            got = compiled(*args).item(), w.grad.numpy().copy()
+            w.grad = None
+            expected = function(*args).item(), w.grad.numpy().copy()
+            assert got[0] == pytest.approx(expected[0], rel=1e-6)
+            np.testing.assert_allclose(got[1], expected[1], rtol=1e-6)
+        assert compiled.stats.traces == 1 and compiled.stats.replays == 2
+    before = w.numpy().copy()
+    with pytest.raises(IndexError, match="getitem: index 7 is out of range for dimension 0 "):
+        compiled(pl.randn(4, 5), pl.tensor([0, 7]))
+    np.testing.assert_array_equal(w.numpy(), before)
     rows = pl.tensor([3, 0])
     with pytest.raises(pl.CaptureError, match="reads a tensor's values"):
-        pl.compile(lambda x: x[rows].sum())(pl.randn(4, 5))
+        pl.compile(lambda x: x[rows, rows].sum())(pl.randn(4, 5))
 
 
 def test_edited_kernels_get_new_generated_modules(tmp_path, monkeypatch, mode):

@@ -298,8 +298,14 @@ def build(graph: Graph, fw: Framework) -> tuple[list, list]:
     values = list(leaves)
     for step in graph.steps:
         args = [values[i] for i in step.inputs]
-        if step.kind == "op":
-            values.append(step.what.torch(*args) if fw.is_torch else step.what.call(*args))
+        if step.kind == "op" and fw.is_torch:
+            value = step.what.torch(*args)
+            # (an op without a gradient - floor_divide - gives none in pylucid; PyTorch's
+            # float result requires grad and raises in backward: "not implemented")
+            undefined = not pl.ops.get_schema(step.what.name).differentiable
+            values.append(value.detach() if undefined else value)
+        elif step.kind == "op":
+            values.append(step.what.call(*args))
         elif step.kind == "squash":
             values.append(_squash(fw, args[0], step.what))
         elif step.kind == "view":

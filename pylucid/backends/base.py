@@ -590,3 +590,21 @@ class Backend(Protocol):
         dtype: DType,
     ) -> Storage:
         """Zeros of ``shape`` with ``g`` added at ``index`` (repeated indices accumulate)."""
+
+    def check_indices(self, index: Storage, low: int, high: int) -> int:
+        """The position (row-major) of the first value of the integer ``index`` outside
+        ``[low, high)``, or -1 where every value lies inside: the bounds check of
+        ``embedding``, a primitive so that a compiled step runs it again at every replay."""
+
+    def embedding(self, x: Storage, index: Storage, axis: int, shape: Shape,
+                  dtype: DType) -> Storage:  # fmt: skip
+        """The slices of ``x`` along ``axis`` at the positions of the integer ``index`` (any
+        shape, checked by :meth:`check_indices`; negative values from the end):
+        ``x.shape[:axis] + index.shape + x.shape[axis + 1:]``, NumPy's ``take``."""
+
+    def embedding_backward(self, g: Storage, index: Storage, axis: int,
+                           padding_idx: int | None, shape: Shape,
+                           dtype: DType) -> Storage:  # fmt: skip
+        """Zeros of ``shape`` (the gathered array's) with the slices of ``g`` (of
+        ``embedding``'s output shape) added along ``axis`` at ``index`` - repeated positions
+        accumulate - except at position ``padding_idx`` (None: none), which gets nothing."""

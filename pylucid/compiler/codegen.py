@@ -6,7 +6,10 @@ constants of more than one element) and the vector of the optimizer's scalars; i
 lines cut every value's array out of the arenas and take the views the step took; then
 come, in the trace's order, the fused loop nests (one nest per group, one statement per op,
 each result rounded to its op's dtype as the eager kernel rounds it, so that fused and eager
-values are the same), the BLAS products, the sums and the optimizer loops.
+values are the same), the BLAS products (eager's call: :func:`pylucid.kernels.blas.product`),
+the sums, the losses, the embedding op's kernels and the optimizer loops. The checks of
+targets and indices come first, in a function of their own, which returns 1 (targets) or 2
+(an index out of range) where the replay must be abandoned.
 
 The source is deterministic for a graph, so that its hash names the module file and Numba's
 cache on disk (``cache=True``) serves a new process without compiling.
@@ -63,8 +66,9 @@ def header(what: str) -> str:
 @dataclass
 class Segment:
     """A generated function and what to pass it: ``arguments`` lists, per parameter,
-    ``("arena", dtype)``, ``("value", index)``, ``("scalars",)`` or ``("counts",)`` (the
-    counts of targets the checks found)."""
+    ``("arena", dtype)``, ``("value", index)``, ``("scalars",)``, ``("counts",)`` (the
+    counts of targets the checks found) or ``("threads",)`` (the BLAS threads,
+    :data:`pylucid.kernels.blas.THREADS`)."""
 
     name: str
     arguments: list[tuple] = field(default_factory=list)
@@ -248,11 +252,44 @@ class _Writer:
         return _cast(expression, compute)
 
     def matmul(self, step: Step) -> None:
+        """Eager's product: a stack of matrices as one product of its rows."""
         a, b = (t.index for t in step.call.args[:2])
-        self.source.imports["m_helpers"] = "pylucid.compiler.kernels"
-        self.body.append(
-            f"    m_helpers.matmul_into({self.var(a)}, {self.var(b)}, {self.var(step.out)})"
+        self.source.imports["m_blas"] = "pylucid.kernels.blas"
+        first, out = self.var(a), self.var(step.out)
+        shape = self.p.array(a).shape
+        if len(shape) > 2:
+            rows = math.prod(shape[:-1])
+            first += f".reshape({(rows, shape[-1])!r})"
+            out += f".reshape({(rows, self.p.array(b).shape[1])!r})"
+        if ("threads",) not in self.segment.arguments:
+            self.segment.arguments.append(("threads",))
+        self.body.append(f"    m_blas.product({first}, {self.var(b)}, {out}, h)")
+
+    def _around_axis(self, step: Step) -> tuple[str, str, str]:
+        """The embedding op's operand, flat index and output, each seen as ``(pre, rows,
+        post)`` around the axis (rows: the index's size for the taken side)."""
+        operand, index, axis = step.call.args[:3]
+        self.source.imports["m_gather"] = "pylucid.kernels.gather"
+        backward = step.kind == "embedding_backward"
+        whole = self.p.array(step.out if backward else operand.index).shape
+        pre, post = math.prod(whole[:axis]), math.prod(whole[axis + 1 :])
+        taken = (pre, self.p.array(index.index).size, post)
+        full = (pre, whole[axis], post)
+        return (
+            f"{self.var(operand.index)}.reshape({taken if backward else full!r})",
+            f"{self.var(index.index)}.reshape(-1)",
+            f"{self.var(step.out)}.reshape({full if backward else taken!r})",
         )
+
+    def embedding(self, step: Step) -> None:
+        source, index, out = self._around_axis(step)
+        self.body.append(f"    m_gather.take_rows({source}, {index}, {out})")
+
+    def embedding_backward(self, step: Step) -> None:
+        g, index, out = self._around_axis(step)
+        padding = step.call.args[3]
+        skip = f"np.int64({-1 if padding is None else padding})"
+        self.body.append(f"    m_gather.scatter_rows({g}, {index}, {skip}, {out})")
 
     def sum(self, step: Step) -> None:
         p = self.p
@@ -294,7 +331,17 @@ class _Writer:
     def check(self, step: Step) -> None:
         """The targets' check: return 1 (abandon the replay) where its answer is not the
         captured one - or, where a loss divides by its count, where a target is out of
-        range, the count going to the vector of counts."""
+        range, the count going to the vector of counts. An index's bounds check: return 2
+        where a position is out of range."""
+        if step.call.name == "check_indices":
+            index, low, high = step.call.args
+            self.source.imports["m_gather"] = "pylucid.kernels.gather"
+            found = (
+                f"m_gather.check_indices({self.var(index.index)}.reshape(-1), np.int64({low}), "
+                f"np.int64({high}))"
+            )
+            self.body.append(f"    if {found} >= 0:\n        return 2")
+            return
         target, classes, ignore = step.call.args
         self.source.imports["m_losses"] = "pylucid.kernels.losses"
         count, bad = step.call.result
@@ -410,7 +457,7 @@ def generate(p: Plan) -> tuple[str, list[Any]]:
             parameters = [
                 f"a_{a[1].name}" if a[0] == "arena"
                 else f"x{p.rank[a[1]]}" if a[0] == "value"
-                else "d" if a[0] == "counts" else "s"
+                else "d" if a[0] == "counts" else "h" if a[0] == "threads" else "s"
                 for a in segment.arguments
             ]  # fmt: skip
             source.lines.append("@njit(cache=True, error_model='numpy', nogil=True)")
@@ -430,7 +477,7 @@ def generate(p: Plan) -> tuple[str, list[Any]]:
             writer.end()
         close()
     for step in p.steps:
-        if step.kind in ("view", "alias", "constant", "check"):
+        if step.kind in ("view", "alias", "constant", "check", "checked"):
             continue
         if step.kind == "host":
             close()

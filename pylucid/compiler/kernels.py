@@ -1,9 +1,6 @@
-"""Compiled helpers of replays, cached on disk with the package's kernels.
+"""Compiled helpers of replays, cached on disk with the package's kernels. (Products are
+:func:`pylucid.kernels.blas.product`: eager's BLAS call, cached like these.)
 
-- :func:`matmul_into`: a BLAS product. A call of ``np.dot`` written into generated code
-  costs Numba about a second to type and lower in every new graph (its BLAS binding is
-  generated per call site); a call of this cached function costs a lookup of the overload
-  compiled once per pair of layouts, in any process.
 - :func:`run_tape`: the loop of a tape (:mod:`pylucid.compiler.tape`): each row of a
   2-d ``int64`` array begins with the address of a compiled kernel, which it calls with
   the row's address (the kernel reads its arrays' addresses and strides from the row).
@@ -12,19 +9,11 @@
   integer address as a typed pointer; a call through a function's address).
 """
 
-
-import numpy as np
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
 from pylucid.kernels.jit import njit
-
-
-@njit(cache=True, nogil=True)
-def matmul_into(a, b, out):  # noqa: ANN001, ANN201
-    """``out[...] = a @ b`` for 2-d float arrays, C- or Fortran-contiguous (BLAS gemm)."""
-    np.dot(a, b, out)
 
 
 @intrinsic

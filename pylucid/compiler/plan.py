@@ -14,12 +14,18 @@ plan decides, per call, one of:
   loops over one shape whose operands are either computed at the same element by the group
   or come from outside it share one loop nest, and a value nobody outside its group reads
   is never stored;
-- ``matmul`` (2-d float, BLAS through ``np.dot``), ``sum`` (float, accumulated in float64),
-  ``update`` (a fused optimizer loop, its scalars read again at each replay),
-  ``cross_entropy`` and its backward (the backend's loss loops), ``check`` (the targets'
-  check: where its count of targets is a mean's divisor, a replay reads it afresh; where
-  the captured step depends on it otherwise, a replay whose targets give another answer
-  is abandoned before it changes anything, and captured again);
+- ``matmul`` (float matrices, or a C-contiguous stack of them times a matrix, folded into
+  one product as eager folds it: eager's call of NumPy's BLAS, :func:`pylucid.kernels.blas.
+  product`), ``sum`` (float, accumulated in float64), ``update`` (a fused optimizer loop,
+  its scalars read again at each replay), ``cross_entropy`` and its backward (the
+  backend's loss loops), ``embedding`` and its backward (the embedding op's kernels:
+  :mod:`pylucid.kernels.gather`), ``check`` (run first in a replay: the targets' check -
+  where its count of targets is a mean's divisor, a replay reads it afresh; where the
+  captured step depends on it otherwise, a replay whose targets give another answer is
+  abandoned before it changes anything, and captured again - or the bounds check of an
+  embedding's index, a replay with a position out of range abandoned likewise, so that the
+  eager step raises), ``checked`` (the bounds check of an index that is a constant of the
+  trace, ``arange``'s positions: its answer cannot change, nothing runs);
 - ``host`` - anything else: the backend's own primitive, called from Python with the
   planned arrays, its result copied into the value's place (a graph break).
 
@@ -32,7 +38,6 @@ are passed to the compiled code as they are.
 from __future__ import annotations
 
 import gc
-import importlib.util
 import math
 import sys
 from collections.abc import Callable
@@ -42,12 +47,14 @@ from typing import Any
 import numpy as np
 
 from pylucid.compiler.capture import IN_PLACE, Call, CaptureError, Ref, Trace
+from pylucid.kernels import blas
 from pylucid.tensor import Tensor
 
 __all__ = ["Plan", "Step", "owning_tensor", "plan"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_LOOP_DTYPES = (*_FLOATS, np.dtype(np.bool_), np.dtype(np.int32), np.dtype(np.int64))
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+_LOOP_DTYPES = (*_FLOATS, np.dtype(np.bool_), *_INDEX_DTYPES)
 _VIEWS = ("reshape", "transpose", "broadcast_to")
 #: Primitives that copy their argument (converted, or broadcast to the output's shape):
 #: each a loop statement reading the argument at the output's element.
@@ -63,8 +70,9 @@ class Step:
     call : Call
         The recorded call.
     kind : str
-        ``view``, ``alias``, ``constant``, ``loop``, ``matmul``, ``sum``, ``update`` or
-        ``host``.
+        ``view``, ``alias``, ``constant``, ``loop``, ``matmul``, ``sum``, ``update``,
+        ``cross_entropy``, ``cross_entropy_backward``, ``embedding``,
+        ``embedding_backward``, ``check``, ``checked`` or ``host``.
     out : int or None
         The value the step computes (for ``loop``: the value it writes).
     group : int
@@ -211,8 +219,10 @@ def _kind(p: Plan, call: Call) -> tuple[str, int | None]:
             return "loop", out
         if call.name == "full":  # written in place, or a step's output: filled each time
             return "loop", out
-        if call.name == "matmul" and _matmul_fits(arrays, call):
+        if call.name == "matmul" and _matmul_fits(p, call):
             return "matmul", out
+        if call.name in ("embedding", "embedding_backward") and _embedding_fits(p, call):
+            return call.name, out
         if call.name == "sum" and arrays[out].dtype in _FLOATS:
             return "sum", out
         if call.name in ("cross_entropy", "cross_entropy_backward") and _cross_entropy_fits(
@@ -234,6 +244,12 @@ def _kind(p: Plan, call: Call) -> tuple[str, int | None]:
     if call.name == "check_targets" and _int64_c(arrays, call.args[0]):
         if p.kinds.get(_root(p, call.args[0].index)) == "input":  # (run first: no effect)
             return "check", None
+    if call.name == "check_indices" and _planned_order(p, call.args[0].index) == "C":
+        root = _root(p, call.args[0].index)
+        if p.kinds.get(root) == "constant":
+            return "checked", None
+        if p.kinds.get(root) == "input" or (p.kinds.get(root) == "owned" and root not in p.written):
+            return "check", None  # (the values at the replay's start: run first)
     return "host", None
 
 
@@ -262,21 +278,65 @@ def _loopable_array(a: np.ndarray) -> bool:
     return a.dtype in _LOOP_DTYPES
 
 
-#: Numba's np.dot calls the BLAS of scipy.linalg.cython_blas, and without SciPy aborts the
-#: process ("BLAS wrapper returned with an error"): without it, products are host calls.
-_BLAS_IN_NUMBA = importlib.util.find_spec("scipy") is not None
+def _order(array: np.ndarray) -> str:
+    return "C" if array.flags.c_contiguous else "F" if array.flags.f_contiguous else ""
 
 
-def _matmul_fits(arrays: list[np.ndarray], call: Call) -> bool:
-    a, b = (arrays[t.index] for t in call.args[:2] if isinstance(t, Ref))
-    contiguous = all(x.flags.c_contiguous or x.flags.f_contiguous for x in (a, b))
+def _planned_order(p: Plan, index: int) -> str:
+    """``"C"`` or ``"F"`` where a value's array in a replay is C- or Fortran-contiguous,
+    ``""`` where it is neither: the views the replay takes (:class:`~pylucid.compiler.
+    program.Program`) taken of a stand-in of their base - an owned array itself, else an
+    array of the value's shape with a place of its own (C-ordered, as an arena's slice or a
+    constant's copy is; ``np.empty`` touches no memory)."""
+    chain = []
+    while index in p.views:
+        chain.append(p.views[index])
+        index = p.views[index][0]
+    array = p.array(index)
+    stand_in = array if p.kinds.get(index) == "owned" else np.empty(array.shape, array.dtype)
+    for _, primitive, args in reversed(chain):
+        if primitive == "reshape":
+            stand_in = stand_in.reshape(args[0])
+        elif primitive == "transpose":
+            stand_in = np.transpose(stand_in, args[0])
+        else:
+            stand_in = np.broadcast_to(stand_in, args[0])
+    return _order(stand_in)
+
+
+def _matmul_fits(p: Plan, call: Call) -> bool:
+    """Whether a product runs as eager's :func:`~pylucid.kernels.blas.gemm` call, which
+    gemm takes (so that compiled code needs no other path): float matrices of one dtype,
+    every size above 1, each laid out in the replay as at capture (C- or F-contiguous: the
+    same transpose flags), or a stack of matrices C-ordered in the replay times a matrix
+    (eager folds its rows into one product, of a C-ordered view or copy); not a matrix
+    times its own transpose (NumPy's ``syrk``); where NumPy's OpenBLAS was found."""
+    if not blas.AVAILABLE or not all(isinstance(t, Ref) for t in call.args[:2]):
+        return False
+    first, second = (t.index for t in call.args[:2])
+    a, b = p.array(first), p.array(second)
+    if b.ndim != 2 or a.ndim < 2 or a.dtype != b.dtype or a.dtype not in _FLOATS:
+        return False
+    if min(math.prod(a.shape[:-1]), a.shape[-1], b.shape[1]) <= 1:
+        return False
+    if _root(p, first) == _root(p, second) or a.ctypes.data == b.ctypes.data:
+        return False
+    a_fits = _planned_order(p, first) == ("C" if a.ndim > 2 else _order(a) or "-")
+    return a_fits and _planned_order(p, second) == (_order(b) or "-")
+
+
+def _embedding_fits(p: Plan, call: Call) -> bool:
+    """Whether the embedding op's forward or backward runs its kernel on the planned arrays:
+    an operand of a loop dtype and an int32 or int64 index, both C-contiguous in the replay
+    (the kernel reads them as ``(pre, rows, post)``)."""
+    operand, index = call.args[:2]
     return (
-        _BLAS_IN_NUMBA
-        and a.ndim == 2
-        and b.ndim == 2
-        and a.dtype == b.dtype
-        and a.dtype in _FLOATS
-        and contiguous
+        isinstance(operand, Ref)
+        and isinstance(index, Ref)
+        and p.array(operand.index).dtype in _LOOP_DTYPES
+        and p.array(index.index).dtype in _INDEX_DTYPES
+        and _planned_order(p, operand.index) == "C"
+        and _planned_order(p, index.index) == "C"
     )
 
 
@@ -350,7 +410,7 @@ def _link_divisors(p: Plan) -> None:
     check of the same targets (the forward's, the backward's) then writes the count."""
     checks: dict[tuple, list[Step]] = {}
     for step in p.steps:
-        if step.kind == "check":
+        if step.kind == "check" and step.call.name == "check_targets":
             target, classes, ignore = step.call.args
             checks.setdefault((_root(p, target.index), ignore), []).append(step)
     for step in p.steps:
@@ -377,7 +437,7 @@ def _group(p: Plan, fuse: bool) -> None:
     ``fuse``)."""
     group, shape, members = -1, None, set()
     for step in p.steps:
-        if step.kind in ("view", "alias", "constant"):
+        if step.kind in ("view", "alias", "constant", "checked"):
             continue
         if step.kind != "loop":
             shape = None
@@ -417,7 +477,7 @@ def _store(p: Plan) -> None:
     group_of = {s.out: s.group for s in p.steps if s.kind == "loop" and s.out is not None}
     readers: dict[int, set] = {}
     for step in p.steps:
-        if step.kind in ("alias", "constant"):
+        if step.kind in ("alias", "constant", "checked"):
             continue
         reads = _loop_operands(step) if step.kind == "loop" else _refs(step.call.args)
         where = ("g", step.group) if step.kind == "loop" else ("s", id(step))

@@ -40,10 +40,12 @@ from pylucid.compiler.capture import (
 )
 from pylucid.compiler.codegen import Segment, generate, load
 from pylucid.compiler.plan import Plan, Step
-from pylucid.compiler.tape import TARGETS_CHANGED, lower
+from pylucid.compiler.tape import INDEX_OUT_OF_RANGE, TARGETS_CHANGED, lower
 from pylucid.dtypes import as_dtype
+from pylucid.kernels import blas
 from pylucid.kernels.jit import entry_point
 from pylucid.kernels.optimizers import UpdateKernel
+from pylucid.kernels.parallel import get_num_threads
 from pylucid.ops import updates
 from pylucid.tensor import Tensor
 
@@ -195,6 +197,7 @@ class Program:
         self.targets = np.zeros(max(1, plan.count_slots))
         self.updates = [(s.call.update.kernel, s.call.update.choices, len(s.call.update.scalars))
                         for s in plan.steps if s.kind == "update"]  # fmt: skip
+        self.products = any(step.kind == "matmul" for step in plan.steps)
         if mode == "fused":
             self.scalars = np.zeros(max(1, sum(n for _, _, n in self.updates)))
             self._scalar_setters = self._slices_of_scalars()
@@ -237,14 +240,16 @@ class Program:
             function = getattr(self.module, entry.name)
             args = tuple(
                 self.arenas[a[1]] if a[0] == "arena" else self.arrays[a[1]] if a[0] == "value"
-                else self.targets if a[0] == "counts" else self.scalars
+                else self.targets if a[0] == "counts" else blas.THREADS if a[0] == "threads"
+                else self.scalars
                 for a in entry.arguments
             )  # fmt: skip
             segment = entry_point(function, args)
 
             def run() -> None:
-                if segment(*args):  # (a check found other targets: nothing changed yet)
-                    raise Retrace(TARGETS_CHANGED)
+                code = segment(*args)
+                if code:  # (a check found other targets, or a bad index: nothing changed yet)
+                    raise Retrace(TARGETS_CHANGED if code == 1 else INDEX_OUT_OF_RANGE)
 
             return run
         return self._host(entry)
@@ -401,6 +406,8 @@ class Program:
         for array, (kind, shape, dtype, device, generator) in self.draws:
             drawn = factories._random(kind, shape, dtype, device, False, generator)
             np.copyto(array, drawn._storage)
+        if self.products:  # (the threads a large product gets, as eager's now)
+            blas.THREADS[1] = get_num_threads()
         for run in self.runs:
             run()
         for leaf, grad in self.final_grads:

@@ -17,10 +17,12 @@ compiled once with the package, calls the rows' kernels in order: about 14 ns a 
 What a kernel does per element is what generated code does (the kernel's scalar function,
 its operands cast to the compute dtype, the result rounded to its op's dtype), so tape and
 fused replays give the values eager runs give. The steps a tape does not run are called
-from Python between its runs: products (BLAS), optimizer updates (their scalars read again
-at every replay), sums and losses (the backend's own loops, into the planned arrays), the
-targets' check, and host calls (the backend's primitive) - among them the loops large
-enough for the eager kernel to run threaded (a tape's kernels are serial).
+from Python between its runs: products (eager's BLAS call, :func:`pylucid.kernels.blas.
+product`), optimizer updates (their scalars read again at every replay), sums and losses
+(the backend's own loops, into the planned arrays), the embedding op's gather and scatter
+(its kernels), the checks of targets and indices, and host calls (the backend's primitive)
+- among them the loops large enough for the eager kernel to run threaded (a tape's kernels
+are serial).
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ from pylucid.compiler import kernels
 from pylucid.compiler.capture import Ref
 from pylucid.compiler.codegen import LOAD_LOCK, header, load, module_path
 from pylucid.compiler.plan import Plan, Step, importable
+from pylucid.kernels import blas, gather
 from pylucid.kernels.jit import entry_point
 from pylucid.kernels.losses import check_targets, cross_entropy_loops
 
-__all__ = ["TARGETS_CHANGED", "TARGET_OUT_OF_RANGE", "Lowered", "lower"]
+__all__ = ["INDEX_OUT_OF_RANGE", "TARGETS_CHANGED", "TARGET_OUT_OF_RANGE", "Lowered", "lower"]
 
 #: Why a replay whose targets' check gave another answer is abandoned.
 TARGETS_CHANGED = (
@@ -51,6 +54,7 @@ TARGETS_CHANGED = (
     "another count of ignored targets where the step depends on it)"
 )
 TARGET_OUT_OF_RANGE = "a target is out of range (the eager step raises)"
+INDEX_OUT_OF_RANGE = "an index is out of range (the eager step raises)"
 
 _HEADER = 7  # kernel address, flat, elements, 4 sizes
 _SLOT = 5  # address, 4 strides
@@ -357,7 +361,7 @@ def lower(p: Plan, arrays: dict[int, np.ndarray], host: Callable[[Step], Callabl
             pending.clear()
 
     for step in p.steps:
-        if step.kind in ("view", "alias", "constant"):
+        if step.kind in ("view", "alias", "constant", "checked"):
             continue
         if step.kind == "loop":
             threaded = _threaded(step, arrays)
@@ -370,11 +374,14 @@ def lower(p: Plan, arrays: dict[int, np.ndarray], host: Callable[[Step], Callabl
                 runs.append(threaded)
                 continue
         if step.kind == "check":
-            checks.append(_check(step, arrays, retrace, targets))
+            check = _check if step.call.name == "check_targets" else _index_check
+            checks.append(check(step, arrays, retrace, targets))
             continue
         flush()
         if step.kind == "matmul":
             runs.append(_matmul(step, arrays))
+        elif step.kind in ("embedding", "embedding_backward"):
+            runs.append(_embedding(step, arrays))
         elif step.kind == "sum":
             runs.append(_sum(step, arrays))
         elif step.kind in ("cross_entropy", "cross_entropy_backward"):
@@ -410,10 +417,57 @@ def _threaded(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None] |
     return run
 
 
+#: numpy dtype -> the entry point of :func:`blas.product` for matrices of any layout.
+_PRODUCTS: dict[np.dtype, Callable[..., bool]] = {}
+
+
+def _product(dtype: np.dtype) -> Callable[..., bool]:
+    call = _PRODUCTS.get(dtype)
+    if call is None:
+        strided = np.empty((2, 2), dtype)[:, ::2]  # (a sample typed with layout A)
+        sample = (strided, strided, np.empty((1, 1), dtype), blas.THREADS)
+        call = _PRODUCTS[dtype] = entry_point(blas.product, sample)
+    return call
+
+
 def _matmul(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None]:
+    """Eager's product (:func:`blas.product`: the BLAS threads by the product's work, then
+    NumPy's gemm call) on the planned arrays; a stack of matrices times a matrix as one
+    product of its rows, as eager folds it."""
     a, b = (arrays[t.index] for t in step.call.args[:2])
-    args = (a, b, arrays[step.out])
-    call = entry_point(kernels.matmul_into, args)
+    out = arrays[step.out]
+    if a.ndim > 2:
+        a, out = a.reshape(-1, a.shape[-1]), out.reshape(-1, out.shape[-1])
+    args = (a, b, out, blas.THREADS)
+    call = _product(a.dtype)
+
+    def run() -> None:
+        if not call(*args):
+            raise RuntimeError(
+                f"pl.compile: gemm declined a product of shapes {a.shape} and {b.shape} that "
+                f"the plan gave it (a bug of pylucid's compiler: run the step eagerly)"
+            )
+
+    return run
+
+
+def _embedding(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None]:
+    """The embedding op's gather (``embedding``) or scatter-add (``embedding_backward``)
+    kernel on the planned arrays, seen as ``(pre, rows, post)`` around the axis."""
+    operand, index, axis = step.call.args[:3]
+    source, out = arrays[operand.index], arrays[step.out]
+    flat = arrays[index.index].reshape(-1)
+    shape = out.shape if step.kind == "embedding_backward" else source.shape
+    pre, rows, post = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+    taken, whole = (pre, flat.size, post), (pre, rows, post)
+    if step.kind == "embedding":
+        args = (source.reshape(whole), flat, out.reshape(taken))
+        call = entry_point(gather.take_rows, args)
+    else:
+        padding = step.call.args[3]
+        skip = np.int64(-1 if padding is None else padding)
+        args = (source.reshape(taken), flat, skip, out.reshape(whole))
+        call = entry_point(gather.scatter_rows, args)
 
     def run() -> None:
         call(*args)
@@ -508,6 +562,21 @@ def _flat_view(a: np.ndarray) -> np.ndarray:
     """``a`` as a flat array sharing its memory (C-contiguous arrays only; the update of
     another, a gradient's, reads a copy)."""
     return a.reshape(-1) if a.flags.c_contiguous else np.empty(a.size, a.dtype)
+
+
+def _index_check(step: Step, arrays: dict[int, np.ndarray], retrace: type,
+                 targets: np.ndarray) -> Callable[[], None]:  # fmt: skip
+    """The bounds check of an embedding's index, first in a replay: a position out of range
+    abandons it (the eager step, run instead, raises the op's IndexError)."""
+    index, low, high = step.call.args
+    args = (arrays[index.index].reshape(-1), np.int64(low), np.int64(high))
+    call = entry_point(gather.check_indices, args)
+
+    def run() -> None:
+        if call(*args) >= 0:
+            raise retrace(INDEX_OUT_OF_RANGE)
+
+    return run
 
 
 def _check(step: Step, arrays: dict[int, np.ndarray], retrace: type,

@@ -23,7 +23,10 @@ calls. Beside a busy process a product split over both cores waits for a thread 
 scheduler has parked (a product of 0.1-0.9 ms took 8-276 ms), so :func:`product_threads`
 gives a product more than one thread only where its work reaches :data:`PARALLEL_FLOPS`, up to
 :func:`pylucid.get_num_threads` - the rule the kernels' loops follow (split only where the
-work pays for the wake-up), for the BLAS pool too.
+work pays for the wake-up), for the BLAS pool too. Compiled steps (:mod:`pylucid.compiler`)
+call :func:`product`, the same rule and the same :func:`gemm` from compiled code, sharing
+with :func:`product_threads` the count last given to the pool (:data:`THREADS`): one BLAS,
+one pool, and a compiled product's bits are eager's.
 
 The library is the one NumPy loaded: found beside NumPy's package (``numpy.libs`` on Linux
 and Windows, ``numpy/.dylibs`` on macOS) when NumPy reports ``scipy-openblas`` with 64-bit
@@ -45,9 +48,19 @@ from numba import types
 from pylucid.kernels.jit import njit
 from pylucid.kernels.parallel import get_num_threads
 
-__all__ = ["AVAILABLE", "PARALLEL_FLOPS", "gemm", "library_path", "product_threads"]
+__all__ = [
+    "AVAILABLE",
+    "PARALLEL_FLOPS",
+    "THREADS",
+    "gemm",
+    "library_path",
+    "product",
+    "product_threads",
+]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+#: OpenBLAS's setter of its pool's thread count (``openblas_set_num_threads``).
+_THREADS_SYMBOL = "scipy_openblas_set_num_threads64_"
 
 
 def library_path() -> str | None:
@@ -80,7 +93,7 @@ def _load() -> bool:
         return False
     return all(
         llvm_binding.address_of_symbol(name)
-        for name in ("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_")
+        for name in ("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", _THREADS_SYMBOL)
     )
 
 
@@ -99,7 +112,7 @@ def _thread_setter() -> ctypes._CFuncPtr | None:
     if path is None:
         return None
     try:
-        setter = ctypes.CDLL(path).scipy_openblas_set_num_threads64_
+        setter = getattr(ctypes.CDLL(path), _THREADS_SYMBOL)
     except (OSError, AttributeError):
         return None
     setter.argtypes, setter.restype = [ctypes.c_int], None
@@ -107,8 +120,12 @@ def _thread_setter() -> ctypes._CFuncPtr | None:
 
 
 _SET_THREADS = _thread_setter()
-#: The thread count last given to OpenBLAS (0: not set by pylucid yet).
-_threads = [0]
+#: Shared by :func:`product_threads` and the compiled :func:`product`: ``[0]`` the thread
+#: count last given to OpenBLAS (0: not set by pylucid yet), ``[1]`` the count a product of
+#: :data:`PARALLEL_FLOPS` or more gets in compiled code (:func:`pylucid.get_num_threads`,
+#: written by a compiled step's replay before its products run).
+THREADS = np.zeros(2, np.int64)
+_threads = THREADS[:1]
 
 
 def product_threads(m: int, k: int, n: int, itemsize: int) -> None:
@@ -137,6 +154,7 @@ def _gemm_symbol(name: str, scalar: types.Float) -> types.ExternalFunction:
 
 _SGEMM = _gemm_symbol("scipy_cblas_sgemm64_", types.float32)
 _DGEMM = _gemm_symbol("scipy_cblas_dgemm64_", types.float64)
+_SET_POOL = types.ExternalFunction(_THREADS_SYMBOL, types.void(types.intc))
 
 
 @njit(cache=True, nogil=True)
@@ -181,3 +199,19 @@ def gemm(a, b, out):  # noqa: ANN001, ANN201
         _DGEMM(_ROW_MAJOR, trans_a, trans_b, m, p, n, 1.0, a.ctypes, lda,
                b.ctypes, ldb, 0.0, out.ctypes, p)  # fmt: skip
     return True
+
+
+@njit(cache=True, nogil=True)
+def product(a, b, out, threads):  # noqa: ANN001, ANN201
+    """:func:`gemm` after :func:`product_threads`'s rule, from compiled code: the pool gets
+    ``threads[1]`` threads for a product of :data:`PARALLEL_FLOPS` or more (half of it in
+    float64), one below, set only where that differs from ``threads[0]`` (the count last
+    given, updated: pass :data:`THREADS`). Returns :func:`gemm`'s answer."""
+    m, k = a.shape
+    n = b.shape[1]
+    work = 2.0 * m * k * n * (2.0 if a.itemsize == 8 else 1.0)
+    wanted = threads[1] if work >= PARALLEL_FLOPS else 1
+    if wanted != threads[0]:
+        _SET_POOL(np.intc(wanted))
+        threads[0] = wanted
+    return gemm(a, b, out)

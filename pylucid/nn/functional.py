@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from pylucid.dtypes import DType, bool_, finfo, float32, int32, int64
-from pylucid.factories import rand
+from pylucid.factories import arange, rand
 from pylucid.graph.grad_mode import no_grad
 from pylucid.nn.convolutions import conv3d, conv_transpose1d, conv_transpose2d
 from pylucid.nn.resampling import (
@@ -53,7 +53,8 @@ from pylucid.ops import softmax as _softmax
 from pylucid.ops import softplus as _softplus
 from pylucid.ops import tanh as _tanh
 from pylucid.ops.convolution import conv1d, conv2d
-from pylucid.ops.gathering import checked_indices, index_select
+from pylucid.ops.embedding import EmbeddingBackward, take
+from pylucid.ops.gathering import index_select
 from pylucid.ops.inplace import in_place
 from pylucid.ops.losses import check_options, checked_target_count
 from pylucid.ops.losses import cross_entropy as _cross_entropy_indices
@@ -231,13 +232,14 @@ def nll_loss(
     check_options("nll_loss", reduction)
     be = input._backend
     count = checked_target_count("nll_loss", be, target._storage, input.shape, ignore_index)
-    classes = input.shape[-1]
-    labels = target.numpy().astype(np.int64).reshape(-1)
+    # (the targets are read by the ops below, not in Python: a compiled step captures them)
+    labels = target.reshape(-1)
     keep = labels != ignore_index
-    rows = input.reshape(-1, classes)
-    picked = rows[np.arange(labels.size), np.where(keep, labels, 0)]
-    mask = Tensor._make(be.from_numpy(keep.astype(np.float64), input.dtype), be, input.dtype)
-    loss = -(picked * mask)
+    rows = arange(labels.numel(), dtype=int64, device=input.device) * input.shape[-1]
+    picked = EmbeddingBackward.apply(
+        input.reshape(-1), rows + where(keep, labels, 0), axis=0, padding_idx=None
+    )
+    loss = -where(keep, picked, 0.0)
     if reduction == "none":
         return loss.reshape(target.shape)
     return loss.sum() if reduction == "sum" else loss.sum() / float(count)
@@ -301,7 +303,9 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
     """The rows of ``weight`` (``(num_embeddings, dim)``) at the integer indices ``input``
     (any shape): ``(*input.shape, dim)``. The gradient of a row is the sum over its uses;
-    the row ``padding_idx`` (negative: from the end) gets none, as in PyTorch."""
+    the row ``padding_idx`` (negative: from the end) gets none, as in PyTorch. The indices
+    are read by the op's kernels, not in Python (:class:`~pylucid.ops.embedding.
+    EmbeddingBackward`): a compiled step captures them."""
     require_tensor("embedding", "input", input)
     require_tensor("embedding", "weight", weight)
     if weight.ndim != 2:
@@ -315,13 +319,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
                 f"embedding: padding_idx {padding_idx} is outside the {rows} embeddings"
             )
         padding_idx %= rows
-    positions = checked_indices("embedding", input, rows, "the embeddings (weight's dim 0)")
-    out = weight[positions]
-    if padding_idx is None or not (positions == padding_idx).any():
-        return out
-    padded = np.expand_dims(positions == padding_idx, -1)
-    mask = Tensor._make(weight._backend.from_numpy(padded, bool_), weight._backend, bool_)
-    return where(mask, out.detach(), out)
+    return take("embedding", weight, input, 0, "the embeddings (weight's dim 0)",
+                padding_idx=padding_idx)  # fmt: skip
 
 
 def dropout(

@@ -1,4 +1,5 @@
-"""Op records of the ``shape`` and ``indexing`` families."""
+"""Op records of the ``shape`` and ``indexing`` families (and of the embedding op, which
+``x[int_tensor]`` along one dimension is too)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,27 @@ def _torch_setitem(x, v):
     out = x.clone()
     out[..., [0, 2]] = v[..., [1, 2]]
     return out
+
+
+#: The positions of the embedding record, modulo the weight's rows: repeated rows (their
+#: gradients add up). (No ``padding_idx``: its row's gradient is 0 by definition, not the
+#: finite differences' 1; ``tests/test_nn.py`` compares it with PyTorch.)
+_EMBEDDING_INDEX = np.array([[0, 2, 4], [2, 1, 0]])
+
+
+def _embedding_index(rows: int) -> np.ndarray:
+    return _EMBEDDING_INDEX % rows
+
+
+def _embedding(w: pl.Tensor) -> pl.Tensor:
+    index = pl.tensor(_embedding_index(w.shape[0]), device=w.device)
+    return pl.nn.functional.embedding(index, w)
+
+
+def _torch_embedding(w):  # noqa: ANN001, ANN202  (a torch.Tensor)
+    torch = torch_module()
+    index = torch.tensor(_embedding_index(w.shape[0]))
+    return torch.nn.functional.embedding(index, w)
 
 
 RECORDS: tuple[OpInfo, ...] = (
@@ -122,5 +144,14 @@ RECORDS: tuple[OpInfo, ...] = (
         _X * 2,
         (((3, 4), (3,)), ((3, 4), (3, 1)), ((2, 3, 4), (1, 1, 3, 3))),
         torch=_torch_setitem,
+    ),
+    OpInfo(
+        "embedding",
+        # Rows of a weight at an index of shape (2, 3), with repeats.
+        _embedding,
+        lambda w: w[_embedding_index(w.shape[0])],
+        _X,
+        (((5, 3),), ((3, 2),)),
+        torch=_torch_embedding,
     ),
 )

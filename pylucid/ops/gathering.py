@@ -1,10 +1,12 @@
 """Gathering and scattering elements by integer indices: index_select, gather, scatter and
-scatter_add (index_select is also used by :func:`pylucid.nn.functional.embedding`).
+scatter_add.
 
 Public: index_select, gather, scatter, scatter_add (functions and Tensor methods,
 PyTorch's arguments).
 
-All are compositions of indexing ops, so their gradients (of any order) are those ops':
+index_select is the embedding op (:mod:`pylucid.ops.embedding`: its index is an input of
+the op, read by the backend's kernels, so a compiled step captures it). The others are
+compositions of indexing ops, so their gradients (of any order) are those ops':
 gather is advanced indexing (:func:`pylucid.getitem`), whose gradient scatters ``g`` back
 and adds up repeated indices; scatter_add adds ``src`` into a copy with the index-add op
 (the adjoint of gathering), so ``src`` gets ``g`` gathered back; scatter assigns with
@@ -19,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from pylucid.dtypes import int32, int64
+from pylucid.ops.embedding import take
 from pylucid.ops.indexing import IndexAddBackward, plan_index, setitem
 from pylucid.ops.wrapping import require_tensor, tensor_method
 from pylucid.tensor import Tensor
@@ -65,17 +68,16 @@ def checked_dim(op: str, x: Tensor, dim: int) -> int:
 @tensor_method
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """The slices of ``x`` at the positions ``index`` (a 1-d integer tensor) along ``dim``,
-    in that order; repeated positions repeat (and their gradients add up)."""
+    in that order; repeated positions repeat (and their gradients add up). The embedding
+    op (:func:`~pylucid.ops.embedding.take`)."""
     require_tensor("index_select", "x", x)
     axis = checked_dim("index_select", x, dim)
     require_tensor("index_select", "index", index)
     if index.ndim > 1:
         raise ValueError(f"index_select: index must be 1-d, got shape {index.shape}")
-    size = x.shape[axis] if x.ndim else 1
-    positions = checked_indices("index_select", index, size, f"dim {axis}").reshape(-1)
     if x.ndim == 0:
-        return x.reshape(1)[positions].reshape(index.shape)
-    return x[(slice(None),) * axis + (positions,)]
+        return take("index_select", x.reshape(1), index, 0, "dim 0")
+    return take("index_select", x, index.reshape(-1), axis, f"dim {axis}")
 
 
 @tensor_method

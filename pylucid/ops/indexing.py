@@ -10,7 +10,10 @@ that the backends execute: ints, slices (with steps, negative ones too), ``None`
 integer arrays (int tensors, NumPy int arrays, lists), combined as NumPy combines them. A
 boolean mask is replaced by its ``nonzero()`` arrays, as NumPy defines it. Index tensors are
 read on the host (an index on the mlx backend is copied to NumPy) so that every index is
-bounds-checked before any kernel runs: MLX itself does not check.
+bounds-checked before any kernel runs: MLX itself does not check. The exception is one
+integer tensor along one dimension, every other dimension whole (``logits[idx]``,
+``x[:, idx]``): that is the embedding op (:mod:`pylucid.ops.embedding`), whose index is an
+input checked and read by the backend's primitives, so that a compiled step captures it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from pylucid.backends.base import Backend, Shape
-from pylucid.dtypes import DType
+from pylucid.dtypes import DType, int32, int64
 from pylucid.ops.base import Op, UnaryOp, sum_to, sum_to_tensor
+from pylucid.ops.embedding import take
 from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.wrapping import Number, dunder, is_number, require_tensor
 from pylucid.tensor import Tensor
@@ -358,11 +362,42 @@ class IndexAddBackward(UnaryOp):
         return (GetitemBackward.apply(g, plan=self.plan),)
 
 
+def _tensor_axis(x: Tensor, key: Any) -> tuple[Tensor, int] | None:
+    """For ``x[key]`` whose only index array is one int64 or int32 tensor on ``x``'s device,
+    every other entry a full slice ``:`` or one ``...`` (``logits[idx]``, ``x[:, idx]``,
+    ``x[..., idx]``): that tensor and the dimension it indexes; else None."""
+    entries = key if isinstance(key, tuple) else (key,)
+    found, position, ellipsis = None, -1, -1
+    for i, entry in enumerate(entries):
+        if isinstance(entry, Tensor):
+            if found is not None:
+                return None
+            found, position = entry, i
+        elif entry is Ellipsis and ellipsis < 0:
+            ellipsis = i
+        elif not (isinstance(entry, slice) and entry == slice(None)):
+            return None
+    if found is None or found.dtype not in (int32, int64) or found._backend is not x._backend:
+        return None
+    if len(entries) - (ellipsis >= 0) > x.ndim:
+        return None  # (too many indices: plan_index says so)
+    if 0 <= ellipsis < position:
+        return found, x.ndim - (len(entries) - position)
+    return found, position
+
+
 @dunder("__getitem__")
 def getitem(x: Tensor, index: Any) -> Tensor:
     """``x[index]`` with NumPy's semantics (basic and advanced indexing); see
-    :class:`GetitemBackward` for the gradient and :func:`plan_index` for the errors."""
+    :class:`GetitemBackward` for the gradient and :func:`plan_index` for the errors. One
+    integer tensor along one dimension (the others whole) is the embedding op instead
+    (:func:`~pylucid.ops.embedding.take`: the same values and gradient, its index read by
+    the backend, not in Python, so that a compiled step captures it)."""
     require_tensor("getitem", "x", x)
+    taken = _tensor_axis(x, index)
+    if taken is not None:
+        tensor, axis = taken
+        return take("getitem", x, tensor, axis, f"dimension {axis}", negative=True)
     return GetitemBackward.apply(x, plan=plan_index("getitem", index, x.shape))
 
 

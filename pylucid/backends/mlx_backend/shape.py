@@ -115,3 +115,37 @@ class MLXShape:
             kept = tuple(e for e in index if e is not None)
             sizes = [len(range(n)[e]) for e, n in zip(kept, shape) if isinstance(e, slice)]
             return zeros.at[kept].add(mx.reshape(g, sizes))
+
+    def check_indices(self, index: Any, low: int, high: int) -> int:
+        """The position of the first value of ``index`` outside ``[low, high)``, or -1
+        (read on the host, as the targets' check is: the answer decides an error)."""
+        return self._host().check_indices(self.to_numpy(index), low, high)
+
+    def embedding(self, x: Any, index: Any, axis: int, shape: Shape, dtype: DType) -> Any:
+        """``mx.take`` of the slices of ``x`` at ``index`` (negative values from the end)."""
+        mx = self.mx
+        with mx.stream(self._stream(dtype)):
+            size = x.shape[axis]
+            index = mx.where(mx.less(index, 0), mx.add(index, size), index)
+            return self.cast(mx.take(x, index, axis=axis), dtype)
+
+    def embedding_backward(self, g: Any, index: Any, axis: int, padding_idx: int | None,
+                           shape: Shape, dtype: DType) -> Any:  # fmt: skip
+        """Zeros of ``shape`` with ``g``'s slices added along ``axis`` at ``index``
+        (``.at[].add``: repeats accumulate), the slices whose position is ``padding_idx``
+        left out (masked on the device)."""
+        mx = self.mx
+        with mx.stream(self._stream(dtype)):
+            pre, rows = math.prod(shape[:axis]), shape[axis]
+            post = math.prod(shape[axis + 1 :])
+            flat = mx.reshape(index, (-1,))
+            flat = mx.where(mx.less(flat, 0), mx.add(flat, rows), flat)
+            if pre * flat.size * post == 0:
+                return mx.zeros(shape, dtype=self._mx_dtype(dtype))
+            slices = mx.reshape(self.cast(g, dtype), (pre, flat.size, post))
+            if padding_idx is not None:
+                keep = mx.reshape(mx.not_equal(flat, padding_idx), (1, flat.size, 1))
+                slices = mx.where(keep, slices, mx.zeros_like(slices))
+            zeros = mx.zeros((rows, pre, post), dtype=self._mx_dtype(dtype))
+            added = zeros.at[flat].add(mx.transpose(slices, (1, 0, 2)))
+            return mx.reshape(mx.transpose(added, (1, 0, 2)), shape)

@@ -5,17 +5,21 @@ moving data around costs nothing until a kernel reads it; the elementwise kernel
 non-contiguous operands to contiguous ones first. The backward of an integer-array index is
 a scatter with accumulation: a Numba kernel for the common case of one array on one axis
 (the gradient of an embedding lookup, or of a mask on a 1-d tensor), ``np.add.at``
-otherwise.
+otherwise. The embedding op's gather is NumPy's ``take``; its gradient and its bounds check
+are Numba kernels (:mod:`pylucid.kernels.gather`), which compiled steps call too.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from pylucid.backends.base import Axes, Shape
+from pylucid.backends.half import handles_halves
 from pylucid.dtypes import DType
+from pylucid.kernels import gather
 from pylucid.kernels.scatter import scatter_add_rows
 
 
@@ -104,5 +108,33 @@ class NumbaShape:
             out.reshape(pre, shape[axis], post),
             rows,
             np.ascontiguousarray(g).reshape(pre, rows.size, post),
+        )
+        return out
+
+    def check_indices(self, index: np.ndarray, low: int, high: int) -> int:
+        """The position of the first value of ``index`` outside ``[low, high)``, or -1."""
+        return int(gather.check_indices(np.ascontiguousarray(index).reshape(-1), low, high))
+
+    @handles_halves
+    def embedding(self, x: np.ndarray, index: np.ndarray, axis: int, shape: Shape,
+                  dtype: DType) -> np.ndarray:  # fmt: skip
+        """``np.take(x, index, axis)``: a copy, so half arrays are taken as they are (and
+        given a float32 ``dtype``, widened)."""
+        return np.take(x, index, axis=axis).astype(dtype.numpy, copy=False)
+
+    def embedding_backward(self, g: np.ndarray, index: np.ndarray, axis: int,
+                           padding_idx: int | None, shape: Shape,
+                           dtype: DType) -> np.ndarray:  # fmt: skip
+        """Zeros of ``shape`` with ``g``'s slices added along ``axis`` at ``index``
+        (:func:`~pylucid.kernels.gather.scatter_rows`)."""
+        pre, rows = math.prod(shape[:axis]), shape[axis]
+        post = math.prod(shape[axis + 1 :])
+        flat = np.ascontiguousarray(index).reshape(-1)
+        out = np.empty(shape, dtype.numpy)
+        gather.scatter_rows(
+            np.ascontiguousarray(g, dtype.numpy).reshape(pre, flat.size, post),
+            flat,
+            -1 if padding_idx is None else padding_idx,
+            out.reshape(pre, rows, post),
         )
         return out
