@@ -48,6 +48,7 @@ import numpy as np
 
 from pylucid.compiler.capture import IN_PLACE, Call, CaptureError, Ref, Trace
 from pylucid.kernels import blas
+from pylucid.ops.wrapping import is_lifted_number
 from pylucid.tensor import Tensor
 
 __all__ = ["Plan", "Step", "owning_tensor", "plan"]
@@ -368,8 +369,8 @@ def plan(trace: Trace, fuse: bool = True) -> Plan:
             p.kinds[index] = "computed"
         elif index in trace.owners or index in p.written:
             p.kinds[index] = "owned"
-        elif _index_only(trace, index):  # an index array made from a Python list
-            p.kinds[index] = "constant"
+        elif _index_only(trace, index) or is_lifted_number(trace.arrays[index]):
+            p.kinds[index] = "constant"  # (an index made from a Python list, or a number)
             p.constants[index] = np.array(trace.arrays[index], copy=True)
         else:  # an array no recorded call made: a tensor's storage, read by identity
             owner = owning_tensor(trace.arrays[index])

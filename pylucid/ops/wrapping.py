@@ -8,6 +8,7 @@ where PyTorch has a method of that name."""
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -147,15 +148,26 @@ def _wrap_number(op: str, name: str, value: Any, like: Tensor) -> Tensor:
                 f"dtype of the result (range {low}..{high}); make the other operand a wider "
                 f"dtype first, e.g. x.to(pylucid.int64)"
             )
-    wrapped = Tensor._make(like._backend.full((), value, stored), like._backend, stored)
+    storage = like._backend.full((), value, stored)
+    wrapped = Tensor._make(storage, like._backend, stored)
     wrapped._wrapped = True
+    _LIFTED_STORAGES[id(storage)] = storage
     return wrapped
+
+
+def is_lifted_number(storage: Any) -> bool:
+    """Whether ``storage`` is the array of a lifted Python number (:func:`lift`): a
+    constant that nothing changes, even after :data:`_NUMBERS` dropped its tensor - a
+    compiled step's trace keeps it as a constant (:mod:`pylucid.compiler.plan`)."""
+    return _LIFTED_STORAGES.get(id(storage)) is storage
 
 
 #: Lifted numbers by (value, type, the other operand's dtype, backend): a loop's constants
 #: (``y * 3.0 + 2.0``) are lifted once. The tensors are internal - never handed to the
 #: user, never changed in place - so one can serve every op that uses its number.
 _NUMBERS: dict[tuple, Tensor] = {}
+#: The storages of lifted numbers by id, while they live (:func:`is_lifted_number`).
+_LIFTED_STORAGES: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 NUMBER_CACHE_SIZE = 1024
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _INTEGER_RANGES = {
