@@ -1137,3 +1137,63 @@ def test_causal_attention_replays():
         assert got[0] == pytest.approx(expected[0], rel=1e-12)
         np.testing.assert_allclose(got[1], expected[1], rtol=1e-12)
     assert compiled.stats.traces == 1 and compiled.stats.replays == 3
+
+
+class _TinyGPT(nn.Module):
+    """A char-level GPT as public trainers write it (token and position embeddings, the
+    positions from ``arange`` inside forward, a causal mask buffer sliced and applied with
+    ``masked_fill``, pre-norm blocks, logits read at every position)."""
+
+    def __init__(self, vocab: int = 11, width: int = 16, block: int = 8) -> None:
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, width), nn.Embedding(block, width)
+        self.norm, self.qkv = nn.LayerNorm(width), nn.Linear(width, 3 * width)
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width)
+        )
+        self.head = nn.Linear(width, vocab)
+        self.register_buffer("bias", pl.tril(pl.ones(block, block)).view(1, block, block))
+
+    def forward(self, idx: pl.Tensor, targets: pl.Tensor) -> pl.Tensor:
+        b, t = idx.shape
+        x = self.tok(idx) + self.pos(pl.arange(0, t, dtype=pl.long))
+        q, k, v = self.qkv(self.norm(x)).split(x.shape[-1], dim=2)
+        att = (q @ k.transpose(-2, -1)) * k.shape[-1] ** -0.5
+        att = att.masked_fill(self.bias[:, :t, :t] == 0, float("-inf")).softmax(-1)
+        x = x + att @ v
+        x = x + self.mlp(self.norm(x))
+        logits = self.head(x)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+
+
+def test_char_gpt_step_captures_once_and_replays_eager_bits():
+    """Embedding lookups (the index is an input of the embedding op), positions from
+    ``arange``, a causal mask buffer, targets padded with -1 in varying numbers (the count
+    read at each replay) and ``zero_grad(set_to_none=True)`` after the step: one capture,
+    every replay bitwise equal to eager (issue 31, point 6)."""
+    rng = np.random.default_rng(0)
+    batches = []
+    for call in range(6):
+        idx = rng.integers(0, 11, (4, 8))
+        targets = rng.integers(0, 11, (4, 8))
+        targets[:, 8 - call :] = -1  # (none ignored in the first batch, more in each next)
+        batches.append((pl.tensor(idx), pl.tensor(targets)))
+    losses = []
+    for compiled in (False, True):
+        pl.manual_seed(0)
+        model = _TinyGPT()
+        opt = pl.optim.AdamW(model.parameters(), lr=1e-2)
+
+        def step(idx, targets, model=model, opt=opt):
+            loss = model(idx, targets)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss
+
+        run = pl.compile(step) if compiled else step
+        losses.append([run(*batch).item() for batch in batches])
+    assert losses[0] == losses[1]
+    # (the first call is eager: AdamW's state is made by its first step)
+    assert (run.stats.warmups, run.stats.traces, run.stats.replays) == (1, 1, 4)
