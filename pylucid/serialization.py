@@ -566,12 +566,15 @@ def _placement(
     the choice open."""
     if map_location is None:
         return default
-    if isinstance(map_location, dict):
-        targets = {
-            saved: _backend(str(target), f"load: {keyword}[{saved!r}]={str(target)!r}")
-            for saved, target in map_location.items()
-        }
-        return lambda location: targets[location] if location in targets else default(location)
+    if isinstance(map_location, dict):  # (a target is resolved where a tensor goes to it:
+        # an entry for a location the file does not hold needs no backend, as in PyTorch)
+        def mapped(location: str) -> Backend:
+            if location not in map_location:
+                return default(location)
+            target = str(map_location[location])
+            return _backend(target, f"load: {keyword}[{location!r}]={target!r}")
+
+        return mapped
     if callable(map_location) and not isinstance(map_location, str):
 
         def call(location: str) -> Backend:
