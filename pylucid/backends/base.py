@@ -184,6 +184,10 @@ class Backend(Protocol):
         """Fused ``g / (x ln b)``, ln b = ``ln_base + ln_base_lo`` (float64 high and low parts),
         correctly rounded in float64; the gradient of log, log2 and log10."""
 
+    def dropout(self, x: Storage, u: Storage, p: float, shape: Shape, dtype: DType) -> Storage:
+        """Fused ``x / (1 - p)`` where the uniform draw ``u >= p``, else 0 (``p`` and
+        ``1 - p`` in the dtype): dropout's forward, and its backward with ``g`` for ``x``."""
+
     def leaky_relu(self, a: Storage, negative_slope: float, shape: Shape, dtype: DType) -> Storage:
         """Elementwise ``x if x > 0 else negative_slope * x``."""
 

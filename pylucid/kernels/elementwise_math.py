@@ -427,6 +427,14 @@ def leaky_relu_grad(x, g, slope):
 
 
 @register_jitable
+def dropout(x, u, ps):
+    """``x / s`` where the draw ``u >= p``, else +0, with ``ps = (p, s)`` (``s = 1 - p``)
+    in ``x``'s dtype: dropout's forward (``x`` the input) and backward (``g``) in one pass,
+    bit for bit ``where(u >= p, x / (1 - p), 0)``."""
+    return x / ps[1] if u >= ps[0] else ps[1] - ps[1]
+
+
+@register_jitable
 def elu(x, alpha):
     """y = x if x > 0 else alpha (e^x - 1)."""
     return x if x > 0 else alpha * simd_math.expm1(x)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from pylucid.dtypes import DType, bool_, finfo, float32, int32, int64
+from pylucid.dtypes import DType, bool_, finfo, float32, float64, int32, int64
 from pylucid.factories import arange, rand
 from pylucid.graph.grad_mode import no_grad
 from pylucid.nn.convolutions import conv3d, conv_transpose1d, conv_transpose2d
@@ -60,6 +60,7 @@ from pylucid.ops.losses import check_options, checked_target_count
 from pylucid.ops.losses import cross_entropy as _cross_entropy_indices
 from pylucid.ops.normalization import batch_norm, layer_norm
 from pylucid.ops.pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from pylucid.ops.random import dropout_with_draws
 from pylucid.ops.wrapping import require_tensor
 from pylucid.tensor import Tensor
 
@@ -340,7 +341,12 @@ def dropout(
         return input
     if p == 1.0:
         return _maybe_in_place("dropout", input, inplace, lambda: input * 0.0)
-    keep = rand(*input.shape, dtype=input.dtype, device=input.device) >= p
+    draws = rand(*input.shape, dtype=input.dtype, device=input.device)
+    if input.dtype is float32 or input.dtype is float64:  # one pass each way
+        return _maybe_in_place(
+            "dropout", input, inplace, lambda: dropout_with_draws(input, draws, p)
+        )
+    keep = draws >= p  # (the half dtypes: their quotient's rounding, as the ops give it)
     return _maybe_in_place(
         "dropout", input, inplace, lambda: where(keep, input / (1.0 - p), 0.0)
     )

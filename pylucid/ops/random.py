@@ -10,20 +10,25 @@ in-place ops (:mod:`pylucid.ops.inplace`): on a leaf that requires grad they rai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from pylucid import dtypes
+from pylucid.backends.base import Backend, Shape
 from pylucid.compat import differs
-from pylucid.dtypes import bool_, float64, int64
+from pylucid.dtypes import DType, bool_, float64, int64
 from pylucid.factories import rand, randn
 from pylucid.generator import Generator, draw_source
+from pylucid.ops.base import Op
 from pylucid.ops.inplace import copy_
+from pylucid.ops.schema import AmpPolicy, OpSchema
 from pylucid.ops.wrapping import require_tensor, tensor_method
 from pylucid.tensor import Tensor
 
 __all__ = [
+    "DropoutBackward",
     "bernoulli",
     "bernoulli_",
     "exponential_",
@@ -33,6 +38,54 @@ __all__ = [
     "random_",
     "uniform_",
 ]
+
+
+class DropoutBackward(Op):
+    r"""Autograd node of dropout with its uniform draws ``u`` (of ``input``'s shape and
+    dtype, from :func:`pylucid.rand`): :math:`y = x / (1 - p)` where :math:`u \ge p`, else 0;
+    saves ``u``. Internal (``nn.functional.dropout`` makes it).
+
+    .. math:: \frac{\partial L}{\partial x} = g / (1 - p) \text{ where } u \ge p
+        \text{, else } 0
+
+    Forward and backward are one pass each (the backend's ``dropout``), bit for bit
+    ``where(u >= p, x / (1 - p), 0)`` and its gradient through ``where`` and the quotient
+    (``p`` and ``1 - p`` rounded to the dtype, as the comparison and the quotient of a
+    Python number take them). It saves the draws (the dtype's width a value) where the
+    composition saved a bool mask. ``u`` gets no gradient.
+    """
+
+    schema_v1 = OpSchema(
+        name="dropout",
+        amp_policy=AmpPolicy.KEEP_INPUT,
+        input_arity=2,
+        saved=("u",),
+        internal=True,
+    )
+    input_names = ("input", "u")
+
+    @classmethod
+    def output_shape(cls, shapes: Sequence[Shape], **params: Any) -> Shape:
+        x, u = shapes
+        if tuple(x) != tuple(u):
+            raise ValueError(f"dropout: draws of shape {tuple(u)} for an input of shape {tuple(x)}")
+        return tuple(x)
+
+    @staticmethod
+    def dispatch(be: Backend, x: Any, u: Any, shape: Shape, dtype: DType, p: float) -> Any:
+        return be.dropout(x, u, p, shape, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, None]:
+        return self.backend.dropout(g, self.saved["u"], self.p, self.shape, self.dtype), None
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor, None]:
+        return DropoutBackward.apply(g, self.saved_tensor("u"), p=self.p), None
+
+
+def dropout_with_draws(x: Tensor, u: Tensor, p: float) -> Tensor:
+    """``x / (1 - p)`` where ``u >= p``, else 0, for ``0 < p < 1`` and draws ``u`` of ``x``'s
+    shape and (float32 or float64) dtype; see :class:`DropoutBackward`."""
+    return DropoutBackward.apply(x, u, p=float(p))
 
 
 def _like(values: np.ndarray, like: Tensor, dtype: Any = None) -> Tensor:

@@ -419,6 +419,12 @@ class MLXElementwise:
         with self.mx.stream(self._stream(dtype)):
             return (g * (1.0 / ln_base)) / x
 
+    def dropout(self, x, u, p: float, shape, dtype):
+        """``x / (1 - p)`` where the uniform draw ``u >= p``, else 0."""
+        m, (x, u) = self._math(dtype, x, u)
+        with self.mx.stream(self._stream(dtype)):
+            return m.where(u >= p, x / (1.0 - p), 0.0)
+
     def leaky_relu(self, a, negative_slope: float, shape, dtype):
         """Elementwise ``x if x > 0 else negative_slope * x``."""
         m, (x,) = self._math(dtype, a)

@@ -93,6 +93,7 @@ def _bind_log_base_backward(
     param = _ln_pair(ln_base, ln_base_lo)
     return bound_loop(_LOG_BASE_GRAD, input_shapes, input_dtypes, shape, dtype, param)
 _LEAKY_RELU = elementwise(k.leaky_relu, arity=2)
+_DROPOUT = elementwise(k.dropout, arity=3)
 _LEAKY_RELU_GRAD = elementwise(k.leaky_relu_grad, arity=3)
 _ELU = elementwise(k.elu, arity=2, heavy=True)
 _ELU_GRAD = elementwise(k.elu_grad, arity=3, heavy=True)
@@ -190,6 +191,14 @@ class NumbaElementwise:
         (and the half dtypes, computed in float32) by a float32 quotient and one Markstein
         correction (see :func:`pylucid.kernels.elementwise_math.log_base_grad`)."""
         return self._fused(_LOG_BASE_GRAD, x, g, _ln_pair(ln_base, ln_base_lo), shape, dtype)
+
+    def dropout(self, x, u, p: float, shape, dtype):
+        """Fused ``x / (1 - p)`` where the uniform draw ``u >= p``, else 0 (``p`` and
+        ``1 - p`` rounded to the compute dtype, as the comparison and the quotient of a
+        Python number take them): dropout's forward, and with the gradient for ``x`` its
+        backward, one pass each."""
+        compute = compute_dtype(dtype).numpy
+        return self._fused(_DROPOUT, x, u, (compute.type(p), compute.type(1.0 - p)), shape, dtype)
 
     @handles_halves
     def leaky_relu(self, a, negative_slope: float, shape, dtype):
