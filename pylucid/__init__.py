@@ -11,6 +11,7 @@ tensor([-5.7708,  0.    ,  1.082 ])
 import math
 
 from pylucid import (
+    _lazy,
     accelerator,
     amp,
     autograd,
@@ -26,14 +27,12 @@ from pylucid import (
     optim,
     profiler,
     return_types,
-    serialization,
     testing,
     utils,
     version,
 )
 from pylucid.amp import autocast
 from pylucid.compat import refuse_attributes
-from pylucid.compiler import CaptureError, compile  # noqa: A004  (pl.compile, as torch.compile)
 from pylucid.device import device
 from pylucid.dtypes import (
     DType,
@@ -129,7 +128,6 @@ from pylucid.ops.softmax_family import *  # noqa: F403
 from pylucid.ops.sorting import *  # noqa: F403
 from pylucid.ops.unary import *  # noqa: F403
 from pylucid.printing import set_printoptions
-from pylucid.serialization import load, save
 from pylucid.tensor import Tensor
 
 
@@ -165,6 +163,23 @@ refuse_attributes(
     | {"ByteTensor": "pylucid has no uint8 dtype: use pylucid.LongTensor / int64"},
 )
 
+# Imported on first use (pylucid._lazy): the compiler until pl.compile, checkpoints until
+# pl.save / pl.load, pylucid.distributed until used.
+_lazy.lazy_attributes(
+    globals(),
+    {
+        "compile": "pylucid.compiler:compile",
+        "CaptureError": "pylucid.compiler:CaptureError",
+        "compiler": "pylucid.compiler",
+        "distributed": "pylucid.distributed",
+        "save": "pylucid.serialization:save",
+        "load": "pylucid.serialization:load",
+        "serialization": "pylucid.serialization",
+        "torch_checkpoint": "pylucid.torch_checkpoint",
+        "torch_unpickler": "pylucid.torch_unpickler",
+    },
+)
+
 __version__ = version.__version__
 
 # PyTorch's constants.
@@ -185,7 +200,7 @@ _PUBLIC_OPS = [
 __all__ = [
     "BFloat16Tensor",
     "BoolTensor",
-    "CaptureError",
+    "CaptureError",  # noqa: F405  (imported on first use, above)
     "DType",
     "DoubleTensor",
     "FloatTensor",
@@ -243,7 +258,7 @@ __all__ = [
     "is_tensor",
     "linalg",
     "linspace",
-    "load",
+    "load",  # noqa: F405  (imported on first use, above)
     "long",
     "manual_seed",
     "memory",
@@ -268,13 +283,13 @@ __all__ = [
     "randn_like",
     "randperm",
     "return_types",
-    "save",
+    "save",  # noqa: F405  (imported on first use, above)
     "seed",
     "set_default_dtype",
     "set_float32_matmul_precision",
     "set_grad_enabled",
     "set_num_threads",
-    "serialization",
+    "serialization",  # noqa: F405  (imported on first use, above)
     "set_printoptions",
     "set_rng_state",
     "tensor",

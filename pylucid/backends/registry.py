@@ -7,9 +7,11 @@ environment variable > ``numba``. Ops run on their inputs' backend.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import entry_points
 
@@ -19,6 +21,7 @@ from pylucid.device import UNAVAILABLE_TYPES
 __all__ = [
     "BackendUnavailableError",
     "register",
+    "register_lazy",
     "get",
     "names",
     "available",
@@ -34,6 +37,8 @@ ENTRY_POINT_GROUP = "pylucid.backends"
 _BUILTIN_DEFAULT = "numba"
 
 _BACKENDS: dict[str, Backend] = {}
+#: Backends registered by :func:`register_lazy`, not made yet: name -> its maker.
+_LAZY: dict[str, Callable[[], Backend]] = {}
 _DEVICE_DEFAULTS: dict[str, str] = {}
 _default_name: str | None = None
 _local = threading.local()
@@ -59,11 +64,48 @@ def register(backend: Backend, *, default_for_device: bool = False) -> None:
     ValueError
         If another backend already has that name.
     """
-    if backend.name in _BACKENDS and _BACKENDS[backend.name] is not backend:
+    existing = _registered(backend.name)
+    if existing is not None and existing is not backend:
         raise ValueError(f"a backend named {backend.name!r} is already registered")
     _BACKENDS[backend.name] = backend
     if default_for_device or backend.device not in _DEVICE_DEFAULTS:
         _DEVICE_DEFAULTS[backend.device] = backend.name
+
+
+def register_lazy(name: str, device: str, target: str, *, default_for_device: bool = False) -> None:
+    """Register the backend ``name`` of ``device`` without importing it: ``target``
+    (``"package.module:Class"``, a :class:`Backend` class or instance) is imported, and the
+    backend made, when the backend is first looked up (``get``, ``resolve``, ``available``,
+    ``info``). ``import pylucid`` so leaves the MLX backend's modules out until ``"gpu"`` or
+    ``"mlx"`` is asked for.
+
+    Parameters
+    ----------
+    name, device : str
+        What the backend's ``name`` and ``device`` will be.
+    target : str
+        Where the backend is: ``"module:attribute"``.
+    default_for_device : bool
+        As for :func:`register`.
+    """
+
+    @functools.cache
+    def make() -> Backend:
+        where, _, attribute = target.partition(":")
+        backend = getattr(importlib.import_module(where), attribute)
+        return backend() if isinstance(backend, type) else backend
+
+    _LAZY[name] = make
+    if default_for_device or device not in _DEVICE_DEFAULTS:
+        _DEVICE_DEFAULTS[device] = name
+
+
+def _registered(name: str) -> Backend | None:
+    """The backend registered as ``name`` (made now if it was registered lazily), or None."""
+    backend = _BACKENDS.get(name)
+    if backend is None and name in _LAZY:
+        backend = _BACKENDS[name] = _LAZY[name]()
+    return backend
 
 
 def _load_entry_points() -> None:
@@ -79,12 +121,12 @@ def _load_entry_points() -> None:
 def names() -> list[str]:
     """Names of all registered backends, available or not."""
     _load_entry_points()
-    return sorted(_BACKENDS)
+    return sorted(_BACKENDS.keys() | _LAZY.keys())
 
 
 def available() -> list[str]:
     """Names of the registered backends that can run here."""
-    return [n for n in names() if _BACKENDS[n].is_available()]
+    return [n for n in names() if _registered(n).is_available()]
 
 
 def get(name: str) -> Backend:
@@ -97,15 +139,25 @@ def get(name: str) -> Backend:
     BackendUnavailableError
         If it is registered but cannot run here (the message says how to install it).
     """
-    _load_entry_points()
-    if name not in _BACKENDS:
-        raise ValueError(
-            f"no backend named {name!r}; registered backends: {', '.join(names())}"
-        )
-    backend = _BACKENDS[name]
+    backend = _registered(name)
+    if backend is None and not _entry_points_loaded:  # a plugin's, perhaps
+        _load_entry_points()
+        backend = _registered(name)
+    if backend is None:
+        raise ValueError(f"no backend named {name!r}; registered backends: {', '.join(names())}")
     if not backend.is_available():
         raise BackendUnavailableError(backend.unavailable_reason())
     return backend
+
+
+def _known(device_or_name: str) -> bool:
+    """Whether :func:`resolve` finds ``device_or_name`` among the backends registered now."""
+    if device_or_name in _DEVICE_DEFAULTS or device_or_name in _BACKENDS:
+        return True
+    if device_or_name in _LAZY:
+        return True
+    kind, _, index = str(device_or_name).partition(":")
+    return index in ("0", "") and kind in _DEVICE_DEFAULTS
 
 
 def resolve(device_or_name: str) -> Backend:
@@ -120,10 +172,13 @@ def resolve(device_or_name: str) -> Backend:
     ValueError
         For any other unknown name.
     """
-    _load_entry_points()
+    # The entry points (a plugin's backends: ~7 ms to list) are read only for a name not
+    # known without them: a plugin cannot take over a device or a name already registered.
+    if not _known(device_or_name):
+        _load_entry_points()
     if device_or_name in _DEVICE_DEFAULTS:
         return get(_DEVICE_DEFAULTS[device_or_name])
-    if device_or_name in _BACKENDS:
+    if device_or_name in _BACKENDS or device_or_name in _LAZY:
         return get(device_or_name)
     kind, _, index = str(device_or_name).partition(":")
     if kind in UNAVAILABLE_TYPES:
@@ -144,7 +199,7 @@ def info() -> dict[str, dict[str, str]]:
     """For every registered backend: availability, device and what it runs on."""
     report = {}
     for name in names():
-        backend = _BACKENDS[name]
+        backend = _registered(name)
         if backend.is_available():
             report[name] = {"available": "yes", "device": backend.device, **backend.info()}
         else:

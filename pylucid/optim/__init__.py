@@ -8,14 +8,23 @@ L-BFGS works on the parameters as one flat vector with ordinary ops. Nothing her
 backend.
 """
 
-from pylucid.optim import lr_scheduler
+from pylucid import _lazy
 from pylucid.optim.adadelta import Adadelta
 from pylucid.optim.adagrad import Adagrad
 from pylucid.optim.adam import Adam, AdamW
-from pylucid.optim.lbfgs import LBFGS
 from pylucid.optim.optimizer import Optimizer
 from pylucid.optim.rmsprop import RMSprop
 from pylucid.optim.sgd import SGD
+
+# Imported on first use (pylucid._lazy): L-BFGS and the learning-rate schedules.
+_lazy.lazy_attributes(
+    globals(),
+    {
+        "LBFGS": "pylucid.optim.lbfgs:LBFGS",
+        "lbfgs": "pylucid.optim.lbfgs",
+        "lr_scheduler": "pylucid.optim.lr_scheduler",
+    },
+)
 
 __all__ = [
     "LBFGS",

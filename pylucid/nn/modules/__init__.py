@@ -1,5 +1,6 @@
 """The layer modules of :mod:`pylucid.nn`, one module per family (as ``torch.nn.modules``)."""
 
+from pylucid import _lazy
 from pylucid.nn.modules.activation import (
     ELU,
     GELU,
@@ -72,16 +73,34 @@ from pylucid.nn.modules.pooling import (
     MaxPool1d,
     MaxPool2d,
 )
-from pylucid.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from pylucid.nn.modules.sparse import Embedding
-from pylucid.nn.modules.transformer import (
-    Transformer,
-    TransformerDecoder,
-    TransformerDecoderLayer,
-    TransformerEncoder,
-    TransformerEncoderLayer,
-)
 from pylucid.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+
+#: Layers imported on first use (:mod:`pylucid._lazy`): name -> its module.
+_LAZY = {
+    **dict.fromkeys(
+        ("GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNBase", "RNNCell", "RNNCellBase"),
+        "pylucid.nn.modules.rnn",
+    ),
+    **dict.fromkeys(
+        (
+            "Transformer",
+            "TransformerDecoder",
+            "TransformerDecoderLayer",
+            "TransformerEncoder",
+            "TransformerEncoderLayer",
+        ),
+        "pylucid.nn.modules.transformer",
+    ),
+}
+_lazy.lazy_attributes(
+    globals(),
+    {
+        "rnn": "pylucid.nn.modules.rnn",
+        "transformer": "pylucid.nn.modules.transformer",
+        **{name: f"{module}:{name}" for name, module in _LAZY.items()},
+    },
+)
 
 __all__ = [
     "ELU", "GELU", "GLU", "GRU", "LSTM", "RNN", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
