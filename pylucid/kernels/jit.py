@@ -19,7 +19,9 @@ The hook (Numba documents none for this): ``cache=True`` makes Numba call
 ``FunctionCache(py_func)``; the dispatcher then uses that object solely through the small
 ``_Cache`` interface that Numba's own caches implement (``load_overload``,
 ``save_overload``, ``flush``, ``cache_path``). :func:`njit` builds the dispatcher without
-``cache`` and sets ``_cache`` itself, to a subclass of ``FunctionCache`` whose
+``cache`` and sets ``_cache`` itself, to a stand-in that makes the cache when the dispatcher
+first compiles or loads (making one probes the cache directory with a file, per function: a
+cost ``import pylucid`` paid for every kernel, run or not), a subclass of ``FunctionCache`` whose
 ``load_overload`` turns any failure into a miss, whose ``save_overload`` skips a save that
 raises ``OSError``, and whose index/data file (its ``_cache_file``) is a subclass of
 ``IndexDataCacheFile`` that removes a file it cannot unpickle and reports a miss; removing
@@ -45,7 +47,7 @@ from typing import Any
 
 import numba
 from numba.core import sigutils, typeinfer
-from numba.core.caching import FunctionCache, IndexDataCacheFile
+from numba.core.caching import FunctionCache, IndexDataCacheFile, NullCache
 from numba.core.dispatcher import Dispatcher
 
 __all__ = ["NumbaCacheWarning", "entry_point", "kernel_sources_digest", "njit"]
@@ -159,11 +161,11 @@ class _RepairingFunctionCache(FunctionCache):
             _warn_unusable(self._cache_path, exc)
 
 
-def _install_cache(dispatcher: Dispatcher) -> None:
-    """What ``Dispatcher.enable_caching`` does, with :class:`_RepairingFunctionCache`; without
-    any cache (and a warning) where Numba finds no writable cache directory."""
+def _make_cache(py_func: Callable) -> Any:
+    """A :class:`_RepairingFunctionCache` of ``py_func``; Numba's ``NullCache`` (and a
+    warning) where Numba finds no writable cache directory."""
     try:
-        dispatcher._cache = _RepairingFunctionCache(dispatcher.py_func)
+        return _RepairingFunctionCache(py_func)
     except (RuntimeError, OSError) as exc:  # "no locator available for file ..."
         _warn_once(
             "no-locator",
@@ -171,6 +173,50 @@ def _install_cache(dispatcher: Dispatcher) -> None:
             "again in every process. Set NUMBA_CACHE_DIR to a writable directory to cache "
             "them.",
         )
+        return NullCache()
+
+
+class _DeferredCache:
+    """A dispatcher's cache, made (:func:`_make_cache`) when the dispatcher first compiles or
+    loads an overload: making one finds its directory and probes it with a file that Numba
+    creates and removes, per function - a cost that ``import pylucid`` would pay for every
+    kernel, run or not. The ``_Cache`` interface that ``Dispatcher`` calls, forwarded."""
+
+    __slots__ = ("_made", "_py_func")
+
+    def __init__(self, py_func: Callable) -> None:
+        self._py_func = py_func
+        self._made: Any = None
+
+    def _cache(self) -> Any:
+        if self._made is None:
+            self._made = _make_cache(self._py_func)
+        return self._made
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        return self._cache().load_overload(sig, target_context)
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        self._cache().save_overload(sig, data)
+
+    def flush(self) -> None:
+        self._cache().flush()
+
+    @property
+    def cache_path(self) -> str:
+        return self._cache().cache_path
+
+    def __getattr__(self, name: str) -> Any:  # _cache_file, _impl, ... (tests, inspection)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._cache(), name)
+
+
+def _install_cache(dispatcher: Dispatcher) -> None:
+    """What ``Dispatcher.enable_caching`` does, with :class:`_RepairingFunctionCache` made on
+    first use (:class:`_DeferredCache`); without any cache (and a warning) where Numba finds
+    no writable cache directory."""
+    dispatcher._cache = _DeferredCache(dispatcher.py_func)
 
 
 def _cached(func: Callable, sigs: list | None, options: dict[str, Any]) -> Callable:

@@ -23,6 +23,7 @@ that defines the loop).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 from collections.abc import Callable, Sequence
@@ -211,13 +212,29 @@ class ElementwiseKernel:
         self.arity = arity
         self.parallel_threshold = parallel_threshold
         self._scalar_fn = scalar_fn
-        self._fingerprint = _fingerprint(scalar_fn)
-        self._serial, self._parallel = _LOOP_MAKERS[arity](scalar_fn, self._fingerprint)
         #: (half codes of the operands, of the output) -> (serial, parallel) loops.
         self._half_loops: dict[tuple[tuple[str | None, ...], str | None], tuple] = {}
         #: Periodic operand -> (serial, parallel) loops (:meth:`periodic_loops`).
         self._periodic_loops: dict[int, tuple] = {}
         self._in_place: tuple | None = None  # (:meth:`in_place_loops`)
+
+    # The loops are made on first use (a kernel that never runs costs no dispatchers at
+    # import); cached properties, so that after the first lookup they are plain attributes.
+    @functools.cached_property
+    def _fingerprint(self) -> str:
+        return _fingerprint(self._scalar_fn)
+
+    @functools.cached_property
+    def _loops(self) -> tuple[Callable, Callable]:
+        return _LOOP_MAKERS[self.arity](self._scalar_fn, self._fingerprint)
+
+    @functools.cached_property
+    def _serial(self) -> Callable:
+        return self._loops[0]
+
+    @functools.cached_property
+    def _parallel(self) -> Callable:
+        return self._loops[1]
 
     def __call__(
         self,

@@ -26,6 +26,7 @@ logsumexp, var); logsumexp of a row of -inf (or of no elements) is -inf and of a
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -822,7 +823,22 @@ class RowKernel:
 
     def __init__(self, row_fn: Callable, arity: int, make: Callable = _map_loops) -> None:
         self.name = row_fn.__name__
-        self._serial, self._parallel = make(row_fn, arity)
+        self._make = (make, row_fn, arity)
+
+    # The loops are made on first use (no dispatchers at import for a kernel that never
+    # runs); cached properties, plain attributes after the first lookup.
+    @functools.cached_property
+    def _loops(self) -> tuple[Callable, Callable]:
+        make, row_fn, arity = self._make
+        return make(row_fn, arity)
+
+    @functools.cached_property
+    def _serial(self) -> Callable:
+        return self._loops[0]
+
+    @functools.cached_property
+    def _parallel(self) -> Callable:
+        return self._loops[1]
 
     def __call__(self, *operands: np.ndarray | np.generic, out: np.ndarray) -> np.ndarray:
         first = operands[0]
