@@ -1,8 +1,9 @@
 """What ``import pylucid`` loads: the optional and heavy packages only when a program uses
 them (ml_dtypes' extension alone took 0.5-0.8 s of every import, bfloat16 or not), and of its
 own modules not those a program may never use (the compiler, checkpoints, the MLX backend,
-recurrent and transformer layers, L-BFGS, the schedules, pylucid.distributed), which load on
-first use under the same names (:mod:`pylucid._lazy`)."""
+recurrent and transformer layers, L-BFGS, the schedules, pylucid.distributed, the data
+loading of pylucid.utils.data), which load on first use under the same names
+(:mod:`pylucid._lazy`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ LAZY_MODULES = (
     "pylucid.compiler", "pylucid.serialization", "pylucid.torch_checkpoint",
     "pylucid.torch_unpickler", "pylucid.backends.mlx_backend", "pylucid.nn.modules.rnn",
     "pylucid.nn.modules.transformer", "pylucid.optim.lbfgs", "pylucid.optim.lr_scheduler",
-    "pylucid.distributed", "pylucid.nn.parallel.distributed",
+    "pylucid.distributed", "pylucid.nn.parallel.distributed", "pylucid.utils.data",
 )  # fmt: skip
 #: Packages (top-level names) that ``import pylucid`` may add to those of ``import numpy,
 #: numba`` (which themselves load SciPy, YAML, importlib.metadata...). Anything else is a
@@ -76,6 +77,9 @@ assert pl.nn.LSTM is pl.nn.modules.LSTM is pl.nn.modules.rnn.LSTM
 assert pl.nn.TransformerEncoderLayer is pl.nn.modules.transformer.TransformerEncoderLayer
 assert pl.optim.LBFGS is pl.optim.lbfgs.LBFGS and pl.optim.lr_scheduler.StepLR is StepLR
 assert pl.backends.MLXBackend is pl.backends.mlx_backend.MLXBackend
+assert pl.utils.data.DataLoader is pylucid.utils.data.dataloader.DataLoader
+ddp = pl.nn.parallel.DistributedDataParallel
+assert ddp is pl.nn.parallel.distributed.DistributedDataParallel and pl.distributed.init
 assert sorted(dir(pl)) == sorted(names["pylucid"]) and sorted(dir(pl.nn)) == sorted(names["nn"])
 for name in pl.__all__ + pl.nn.__all__:
     getattr(pl.nn if name in pl.nn.__all__ else pl, name, None)
