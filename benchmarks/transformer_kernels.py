@@ -20,6 +20,8 @@ Usage::
     python benchmarks/transformer_kernels.py                      # every case
     python benchmarks/transformer_kernels.py --cases gelu,softmax --sizes 1e4,1e6
     python benchmarks/transformer_kernels.py --dtypes float32 --quick
+    python benchmarks/transformer_kernels.py --cases layer_norm --widths 64,256,1024
+    python benchmarks/transformer_kernels.py --cases dropout --sizes 1e6 --dtypes float32
 """
 
 from __future__ import annotations
@@ -62,18 +64,21 @@ def _dtype(name: str):  # noqa: ANN202
     return {"float32": pl.float32, "float64": pl.float64}[name]
 
 
-def _shape(case: str, n: int) -> tuple[int, ...]:
-    """The operand shape of ``case`` with about ``n`` elements."""
+def _shape(case: str, n: int, width: int = 256) -> tuple[int, ...]:
+    """The operand shape of ``case`` with about ``n`` elements (layer_norm: rows of
+    ``width``)."""
     if case in ("gelu", "gelu_tanh", "erf"):
         return (n,)
     if case in ("softmax", "log_softmax"):
         return (max(1, n // 128), 128)
     if case == "layer_norm":
-        return (max(1, n // 256), 256)
+        return (max(1, n // width), width)
     if case == "cross_entropy":
         return (max(1, n // 65), 65)
     if case == "cross_entropy_vocab":
         return (max(1, n // 32768), 32768)
+    if case == "dropout":
+        return (n,)
     raise ValueError(case)
 
 
@@ -164,6 +169,22 @@ def _cases(case: str, shape: tuple[int, ...], dtype_name: str) -> tuple[dict, di
         op_level(
             lambda t: fn.layer_norm(t, (d,), pw, pb), lambda t: tfn.layer_norm(t, (d,), tw2, tb2)
         )
+    elif case == "dropout":
+        # pylucid's forward: the generator's uniform draws (NumPy's PCG64, as pl.rand) and the
+        # fused kernel, which reads x and the draws and writes y; its backward reads g and the
+        # draws. PyTorch's: native_dropout (a Bernoulli mask and the product, forward) and
+        # native_dropout_backward (g times the mask, scaled).
+        p, shp = 0.1, x.shape
+        src = pl.default_generator._numpy
+        u = src.random(shp, dtype=npdt)
+        moved = {"copy": 2 * n * size, "fwd": 4 * n * size, "bwd": 3 * n * size}
+        impls["pylucid fwd"] = lambda: be.dropout(x, src.random(shp, dtype=npdt), p, shp, dt)
+        impls["pylucid kernel-only fwd"] = lambda: be.dropout(x, u, p, shp, dt)
+        impls["pylucid bwd"] = lambda: be.dropout(g, u, p, shp, dt)
+        _, mask = torch.native_dropout(tx, p, True)
+        impls["torch fwd"] = lambda: torch.native_dropout(tx, p, True)
+        impls["torch bwd"] = lambda: torch.ops.aten.native_dropout_backward(tg, mask, 1 / (1 - p))
+        op_level(lambda t: fn.dropout(t, p), lambda t: tfn.dropout(t, p))
     elif case.startswith("cross_entropy"):
         rows, classes = shape
         t = rng.integers(0, classes, rows)
@@ -183,9 +204,15 @@ def _cases(case: str, shape: tuple[int, ...], dtype_name: str) -> tuple[dict, di
 
 
 def run(
-    cases: list[str], sizes: list[int], dtypes: list[str], config: TimerConfig, dram_gbps: float
+    cases: list[str],
+    sizes: list[int],
+    dtypes: list[str],
+    config: TimerConfig,
+    dram_gbps: float,
+    widths: tuple[int, ...] = (256,),
 ) -> None:
-    """Time and print every case; ``dram_gbps`` is the 1-thread copy bandwidth."""
+    """Time and print every case; ``dram_gbps`` is the 1-thread copy bandwidth, ``widths``
+    layer_norm's row lengths."""
     for case in cases:
         for dtype_name in dtypes:
             print(f"\n## {case} {dtype_name}")
@@ -193,8 +220,9 @@ def run(
                 "| shape | impl | ms | GB/s | of DRAM copy | of same-size copy | torch/pylucid |\n"
                 "|---|---|---|---|---|---|---|"
             )
-            for n in sizes:
-                shape = _shape(case, n)
+            row_lengths = widths if case == "layer_norm" else (256,)
+            shapes = [_shape(case, n, w) for n in sizes for w in row_lengths]
+            for shape in shapes:
                 impls, moved = _cases(case, shape, dtype_name)
                 results, errors = measure(impls, config)
                 for name, err in errors.items():
@@ -227,9 +255,12 @@ def main() -> None:
     parser.add_argument(
         "--cases",
         default="gelu,gelu_tanh,erf,softmax,log_softmax,cross_entropy,cross_entropy_vocab,"
-        "layer_norm",
+        "layer_norm,dropout",
     )
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
+    parser.add_argument(
+        "--widths", default="", help="layer_norm's row lengths (default 256), e.g. 64,256,1024"
+    )
     parser.add_argument("--dtypes", default="float32,float64")
     parser.add_argument("--quick", action="store_true", help="shorter batches, fewer repeats")
     args = parser.parse_args()
@@ -252,6 +283,7 @@ def main() -> None:
         args.dtypes.split(","),
         config,
         dram,
+        tuple(int(w) for w in args.widths.split(",")) if args.widths else (256,),
     )
     print(f"\nload average at the end: {os.getloadavg()}")
 

@@ -17,15 +17,17 @@ the row's sum rounded, then the sums of ``d = x - m`` (exact near the mean), ``d
 ``g w`` and ``g w d``, with ``mean = m + sum d / D``. The row is read once from memory;
 its gradient pass also adds ``g xhat`` and ``g`` into column sums (in the row's arithmetic
 over at most 16 rows, then in float64), so no second sweep of ``x`` and ``g`` follows.
-Bound: ``|dx - dx_exact| <= 6 u rstd (|h| + mean|h| + |xhat| mean|h xhat|)`` elementwise
-(``u`` the unit roundoff of the row's dtype, 2**-24 for float32; a bound relative to the
-terms, since ``dx`` itself may cancel to 0), and ``|dw - dw_exact| <= 6 u sum_r |g xhat|``,
-``|db - db_exact| <= 6 u sum_r |g|``; measured at most 3.4 u and 2.7 u against an x87
-extended-precision reference on random rows and on adversarial ones (means of 1e4-1e6
-with standard deviations down to the values' ULP, outliers, constant rows, eps 0; D 64 to
-1024; ``tests/test_layer_norm_accuracy.py``). The float64 backward used to take the mean
-as rounded: up to 3e4 u off on rows of mean 1e3 and deviation 1e-2; the float32 one
-measured 3.0 u with float64 sums.
+Float64 rows of 128 values and more go row by row instead, the same sums in one loop
+(:func:`_float64_grad_row`). Bound: ``|dx - dx_exact| <= 12 u rstd (|h| + mean|h| +
+|xhat| mean|h xhat|)`` elementwise (``u`` the unit roundoff of the row's dtype, 2**-24 for
+float32; a bound relative to the terms, since ``dx`` itself may cancel to 0), and
+``|dw - dw_exact| <= 12 u sum_r |g xhat|``, ``|db - db_exact| <= 12 u sum_r |g|``. Measured
+against an x87 extended-precision reference on random rows and adversarial ones (means of
+1e4-1e6 with standard deviations down to the values' ULP, outliers, constant rows, eps 0;
+D 64 to 1000; ``tests/test_layer_norm_accuracy.py``): float32 at most 4.5 u (dx) and 3.9 u
+(dw), where the float64 sums gave 2.8 u and 1.7 u; float64 at most 9.0 u and 9.5 u (an
+outlier row whose dx cancels to 1e-17 of its terms), where the old kernel, which took the
+mean as rounded, was up to 2.6e6 u off (rows of mean 1e4 and deviation 1e-3).
 Rows with inf or nan, or near overflow or underflow, take a float64 path. The row loops
 run in parallel over blocks of rows, each block with its own column sums, added up at the
 end.
@@ -246,6 +248,9 @@ _BLOCK_ELEMENTS = 4096
 #: Below this ``sum (x - m)^2 / D`` (with ``eps`` below ``_TINY_EPS``) float32 squares may
 #: have underflowed: such rows take the float64 path.
 _TINY_VARIANCE = 2.0**-100
+#: float64 rows from this length go row by row (:func:`_float64_grad_row`); shorter ones,
+#: and float32 rows, in blocks (:func:`_backward_rows`), which measured faster there.
+_ROWWISE_FLOAT64 = 128
 _TINY_EPS = 2.0**-60
 
 
@@ -343,6 +348,57 @@ def _backward_rows(x, w, g, eps, dx, dw, db, w_max, start, stop, shift, coef, fa
             db[j] += ab[j]
 
 
+@njit(**_SUMS)
+def _deviation_sums(x, w, g, mean):
+    """``(sum d, sum d^2, sum g w, sum g w d, sum g^2)``, ``d = x - mean``, one pass in
+    float64 (reassociated)."""
+    sd, square, h_total, hd_total, g_square = 0.0, 0.0, 0.0, 0.0, 0.0
+    for j in range(x.size):
+        d = x[j] - mean
+        gj = np.float64(g[j])
+        h = gj * w[j]
+        sd += d
+        square += d * d
+        h_total += h
+        hd_total += h * d
+        g_square += gj * gj
+    return sd, square, h_total, hd_total, g_square
+
+
+@register_jitable(inline="always")
+def _float64_grad_row(x, w, g, eps, out, dw, db, w_max):
+    """A float64 row by itself, three passes (the blocks of :func:`_backward_rows` measured
+    1.3-1.6x slower for float64 rows of 256 and more): the mean, the five sums of
+    :func:`_deviation_sums` about it (the mean's rounding taken out with ``sum d`` as
+    there), and the gradient with ``g xhat`` and ``g`` added into ``dw`` and ``db``; the
+    same conditions for :func:`_general_grad_row`."""
+    n = x.size
+    mean = _sum(x) / n
+    sd, square, h_total, hd_total, g_square = _deviation_sums(x, w, g, mean)
+    delta = sd / n
+    var = max(square / n - delta * delta, 0.0)
+    r = 1.0 / math.sqrt(var + eps)
+    hd_total = hd_total - delta * h_total
+    bound = max(math.sqrt(square), math.sqrt(g_square) * w_max * r * (2.0 + math.sqrt(n)))
+    if (
+        bound < _ROW_ARITHMETIC_LIMIT
+        and math.isfinite(h_total)
+        and math.isfinite(hd_total)
+        and delta * delta <= var + eps
+        and (square >= n * _TINY_VARIANCE or eps >= _TINY_EPS)
+    ):
+        h_mean = h_total / n
+        hx_mean = hd_total * r / n
+        for j in range(n):
+            xhat = ((x[j] - mean) - delta) * r
+            gj = g[j]
+            out[j] = r * _fma(-xhat, hx_mean, gj * w[j] - h_mean)
+            dw[j] += gj * xhat
+            db[j] += gj
+        return
+    _general_grad_row(x, w, g, eps, out, dw, db)
+
+
 def _forward(x, w, b, eps, out):
     bound = math.sqrt(x.shape[1]) * _largest(w) + _largest(b)
     for r in range(x.shape[0]):
@@ -355,42 +411,38 @@ def _forward_parallel(x, w, b, eps, out):
         _normalise_row(x[r], w, b, eps, out[r], bound)
 
 
-def _backward(x, w, g, eps, dx, dw, db):
+def _backward(x, w, g, eps, dx, dw, db, rowwise):
     dw[:] = 0.0
     db[:] = 0.0
     n = x.shape[1]
+    w_max = _largest(w)
+    if rowwise:
+        for r in range(x.shape[0]):
+            _float64_grad_row(x[r], w, g[r], eps, dx[r], dw, db, w_max)
+        return
     block = max(1, min(_BLOCK_ROWS, _BLOCK_ELEMENTS // max(n, 1)))
     shift, coef = np.empty(block, x.dtype), np.empty((4, block), x.dtype)
     fast = np.empty(block, np.bool_)
     aw, ab = np.empty(n, x.dtype), np.empty(n, x.dtype)
-    _backward_rows(x, w, g, eps, dx, dw, db, _largest(w), 0, x.shape[0], shift, coef, fast, aw, ab)
+    _backward_rows(x, w, g, eps, dx, dw, db, w_max, 0, x.shape[0], shift, coef, fast, aw, ab)
 
 
-def _backward_parallel(x, w, g, eps, dx, dw, db, sums):
+def _backward_parallel(x, w, g, eps, dx, dw, db, rowwise, sums):
     rows, blocks, n = x.shape[0], sums.shape[0], x.shape[1]
     sums[:] = 0.0
     w_max = _largest(w)
     block = max(1, min(_BLOCK_ROWS, _BLOCK_ELEMENTS // max(n, 1)))
     for k in numba.prange(blocks):
+        start, stop = k * rows // blocks, (k + 1) * rows // blocks
+        if rowwise:
+            for r in range(start, stop):
+                _float64_grad_row(x[r], w, g[r], eps, dx[r], sums[k, 0], sums[k, 1], w_max)
+            continue
         shift, coef = np.empty(block, x.dtype), np.empty((4, block), x.dtype)
         fast = np.empty(block, np.bool_)
         aw, ab = np.empty(n, x.dtype), np.empty(n, x.dtype)
         _backward_rows(
-            x,
-            w,
-            g,
-            eps,
-            dx,
-            sums[k, 0],
-            sums[k, 1],
-            w_max,
-            k * rows // blocks,
-            (k + 1) * rows // blocks,
-            shift,
-            coef,
-            fast,
-            aw,
-            ab,
+            x, w, g, eps, dx, sums[k, 0], sums[k, 1], w_max, start, stop, shift, coef, fast, aw, ab
         )
     dw[:] = 0.0
     db[:] = 0.0
@@ -416,14 +468,15 @@ def layer_norm_backward_rows(
     x: np.ndarray, w: np.ndarray, g: np.ndarray, eps: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The gradients ``(dx, dw, db)`` of :func:`layer_norm_rows` from ``g`` (``x``'s
-    shape); ``dw`` and ``db`` in float64, ``dx`` in ``x``'s dtype. Within ``6 u`` of the
+    shape); ``dw`` and ``db`` in float64, ``dx`` in ``x``'s dtype. Within ``12 u`` of the
     exact gradients relative to their terms (see the module's docstring)."""
     dx = np.empty(x.shape, x.dtype)
     dw, db = np.empty(x.shape[1]), np.empty(x.shape[1])
+    rowwise = x.dtype == np.float64 and x.shape[1] >= _ROWWISE_FLOAT64
     if x.size >= PARALLEL_THRESHOLD_NORM and x.shape[0] > 1:
         blocks = min(x.shape[0], _BLOCKS_PER_THREAD * numba.get_num_threads())
         sums = np.empty((blocks, 2, x.shape[1]))  # (each block's own column sums)
-        _BACKWARD[1](x, w, g, np.float64(eps), dx, dw, db, sums)
+        _BACKWARD[1](x, w, g, np.float64(eps), dx, dw, db, rowwise, sums)
     else:
-        _BACKWARD[0](x, w, g, np.float64(eps), dx, dw, db)
+        _BACKWARD[0](x, w, g, np.float64(eps), dx, dw, db, rowwise)
     return dx, dw, db
