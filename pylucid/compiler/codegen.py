@@ -139,10 +139,12 @@ class _Writer:
                 # (0-d values are 1-element arrays here)
                 expression = f"{base_var}.reshape({tuple(p.array(index).shape) or (1,)!r})"
         elif index in p.places:
-            dtype, offset, shape = p.places[index]
+            dtype, offset, shape, transposed = p.places[index]
             size = math.prod(shape)  # (0-d: 1 element; empty: none)
             expression = f"{self.arena(dtype)}[{offset}:{offset + size}]"
-            if len(shape) > 1:
+            if transposed:  # (a Fortran-ordered matrix, as eager's)
+                expression += f".reshape({shape[::-1]!r}).T"
+            elif len(shape) > 1:
                 expression += f".reshape({shape!r})"
         else:  # read by identity: a parameter, optimizer state, a constant array
             if ("value", index) not in self.segment.arguments:

@@ -51,7 +51,7 @@ from pylucid.kernels import blas
 from pylucid.ops.wrapping import is_lifted_number
 from pylucid.tensor import Tensor
 
-__all__ = ["Plan", "Step", "owning_tensor", "plan"]
+__all__ = ["Plan", "Step", "fortran_place", "owning_tensor", "plan"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -103,7 +103,8 @@ class Plan:
     views : dict
         value -> (base value, primitive name, its non-array arguments).
     places : dict
-        value -> (dtype, offset, shape) in the arenas.
+        value -> (dtype, offset, shape, transposed) in the arenas; ``transposed``: the
+        place is a Fortran-ordered matrix, as eager's array was (:func:`fortran_place`).
     arena_sizes : dict
         dtype -> elements.
     stored : set of int
@@ -116,7 +117,7 @@ class Plan:
     steps: list[Step] = field(default_factory=list)
     kinds: dict[int, str] = field(default_factory=dict)
     views: dict[int, tuple[int, str, tuple]] = field(default_factory=dict)
-    places: dict[int, tuple[np.dtype, int, tuple[int, ...]]] = field(default_factory=dict)
+    places: dict[int, tuple[np.dtype, int, tuple[int, ...], bool]] = field(default_factory=dict)
     arena_sizes: dict[np.dtype, int] = field(default_factory=dict)
     stored: set[int] = field(default_factory=set)
     constants: dict[int, np.ndarray] = field(default_factory=dict)
@@ -283,18 +284,38 @@ def _order(array: np.ndarray) -> str:
     return "C" if array.flags.c_contiguous else "F" if array.flags.f_contiguous else ""
 
 
+def fortran_place(array: np.ndarray) -> bool:
+    """Whether a value's place in the arenas is a Fortran-ordered matrix: where eager's
+    array was one (a gradient that is the transpose of a product, and the sums of such
+    gradients). Elementwise loops over it and its operands, laid out alike, then run in
+    memory order - in C order, reading a transposed operand strides across rows (a
+    (1024, 256) sum took 0.48 ms instead of 0.02)."""
+    return (
+        array.ndim == 2
+        and min(array.shape) > 1
+        and array.flags.f_contiguous
+        and not array.flags.c_contiguous
+    )
+
+
 def _planned_order(p: Plan, index: int) -> str:
     """``"C"`` or ``"F"`` where a value's array in a replay is C- or Fortran-contiguous,
     ``""`` where it is neither: the views the replay takes (:class:`~pylucid.compiler.
     program.Program`) taken of a stand-in of their base - an owned array itself, else an
     array of the value's shape with a place of its own (C-ordered, as an arena's slice or a
-    constant's copy is; ``np.empty`` touches no memory)."""
+    constant's copy is, or Fortran-ordered where :func:`fortran_place` says so; ``np.empty``
+    touches no memory)."""
     chain = []
     while index in p.views:
         chain.append(p.views[index])
         index = p.views[index][0]
     array = p.array(index)
-    stand_in = array if p.kinds.get(index) == "owned" else np.empty(array.shape, array.dtype)
+    if p.kinds.get(index) == "owned":
+        stand_in = array
+    elif fortran_place(array):
+        stand_in = np.empty(array.shape[::-1], array.dtype).T
+    else:
+        stand_in = np.empty(array.shape, array.dtype)
     for _, primitive, args in reversed(chain):
         if primitive == "reshape":
             stand_in = stand_in.reshape(args[0])
@@ -503,7 +524,7 @@ def _store(p: Plan) -> None:
     for index in sorted(p.stored, key=p.rank.__getitem__):
         array = p.array(index)
         size = p.arena_sizes.get(array.dtype, 0)
-        p.places[index] = (array.dtype, size, array.shape)
+        p.places[index] = (array.dtype, size, array.shape, fortran_place(array))
         p.arena_sizes[array.dtype] = size + max(1, math.prod(array.shape))
 
 

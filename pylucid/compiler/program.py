@@ -172,9 +172,10 @@ class Program:
             dtype: np.zeros(max(size, 1), dtype) for dtype, size in plan.arena_sizes.items()
         }
         arrays: dict[int, np.ndarray] = {}
-        for index, (dtype, offset, shape) in plan.places.items():
+        for index, (dtype, offset, shape, transposed) in plan.places.items():
             end = offset + math.prod(shape)
-            arrays[index] = self.arenas[dtype][offset:end].reshape(shape)
+            place = self.arenas[dtype][offset:end]
+            arrays[index] = place.reshape(shape[::-1]).T if transposed else place.reshape(shape)
         for index, kind in plan.kinds.items():
             if kind == "owned":
                 arrays[index] = trace.arrays[index]

@@ -72,8 +72,8 @@ class _Variant:
     whether it is read once (``"s"``, a single element) or per element (``"a"``),
     ``scalars`` the dtype of each of the function's trailing scalar arguments and, for a
     tuple of numbers, their count (0: a number), ``flat`` whether
-    every array is contiguous in the loop's order (one flat loop) or strided (four nested
-    loops)."""
+    every array is laid out as the output, which has no gaps (one flat loop in memory
+    order, C or Fortran), or not (four nested loops)."""
 
     fn: Any
     operands: tuple[tuple[str, str], ...]
@@ -281,8 +281,12 @@ class _Rows:
         if any(np.broadcast_shapes(a.shape, shape) != shape for a in operands):
             return None
         modes = [("s" if a.size == 1 else "a") for a in operands]
-        flat = out.flags.c_contiguous and all(
-            m == "s" or (a.shape == shape and a.flags.c_contiguous)
+        # (one loop in memory order: the output without gaps - C- or Fortran-ordered - and
+        # every operand read per element laid out exactly as it is)
+        flat = (out.flags.c_contiguous or out.flags.f_contiguous) and all(
+            m == "s"
+            or (a.shape == shape and a.flags.c_contiguous and out.flags.c_contiguous)
+            or (a.shape == shape and a.strides == out.strides)
             for a, m in zip(operands, modes)
         )
         if not flat:
