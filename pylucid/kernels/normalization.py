@@ -411,39 +411,37 @@ def _forward_parallel(x, w, b, eps, out):
         _normalise_row(x[r], w, b, eps, out[r], bound)
 
 
-def _backward(x, w, g, eps, dx, dw, db, rowwise):
-    dw[:] = 0.0
-    db[:] = 0.0
+@njit(**_JIT)
+def _backward_range(x, w, g, eps, dx, dw, db, w_max, start, stop, rowwise):
+    """Rows ``start:stop``: their input gradient into ``dx``, their ``g xhat`` and ``g``
+    added into ``dw`` and ``db``. A function of its own, called from the parallel loop too,
+    so that it compiles as the serial code does (inlined into the parallel loop's body, the
+    rows of 1024 measured 1.45x slower)."""
     n = x.shape[1]
-    w_max = _largest(w)
     if rowwise:
-        for r in range(x.shape[0]):
+        for r in range(start, stop):
             _float64_grad_row(x[r], w, g[r], eps, dx[r], dw, db, w_max)
         return
     block = max(1, min(_BLOCK_ROWS, _BLOCK_ELEMENTS // max(n, 1)))
     shift, coef = np.empty(block, x.dtype), np.empty((4, block), x.dtype)
     fast = np.empty(block, np.bool_)
     aw, ab = np.empty(n, x.dtype), np.empty(n, x.dtype)
-    _backward_rows(x, w, g, eps, dx, dw, db, w_max, 0, x.shape[0], shift, coef, fast, aw, ab)
+    _backward_rows(x, w, g, eps, dx, dw, db, w_max, start, stop, shift, coef, fast, aw, ab)
+
+
+def _backward(x, w, g, eps, dx, dw, db, rowwise):
+    dw[:] = 0.0
+    db[:] = 0.0
+    _backward_range(x, w, g, eps, dx, dw, db, _largest(w), 0, x.shape[0], rowwise)
 
 
 def _backward_parallel(x, w, g, eps, dx, dw, db, rowwise, sums):
     rows, blocks, n = x.shape[0], sums.shape[0], x.shape[1]
     sums[:] = 0.0
     w_max = _largest(w)
-    block = max(1, min(_BLOCK_ROWS, _BLOCK_ELEMENTS // max(n, 1)))
     for k in numba.prange(blocks):
         start, stop = k * rows // blocks, (k + 1) * rows // blocks
-        if rowwise:
-            for r in range(start, stop):
-                _float64_grad_row(x[r], w, g[r], eps, dx[r], sums[k, 0], sums[k, 1], w_max)
-            continue
-        shift, coef = np.empty(block, x.dtype), np.empty((4, block), x.dtype)
-        fast = np.empty(block, np.bool_)
-        aw, ab = np.empty(n, x.dtype), np.empty(n, x.dtype)
-        _backward_rows(
-            x, w, g, eps, dx, sums[k, 0], sums[k, 1], w_max, start, stop, shift, coef, fast, aw, ab
-        )
+        _backward_range(x, w, g, eps, dx, sums[k, 0], sums[k, 1], w_max, start, stop, rowwise)
     dw[:] = 0.0
     db[:] = 0.0
     for k in range(blocks):
