@@ -1,10 +1,11 @@
 """Names of a module that are imported when first looked up (PEP 562), not with the module.
 
 ``import pylucid`` leaves out what a program may never use - the compiler, checkpoints, the
-MLX backend, the recurrent and transformer layers, L-BFGS, the learning-rate schedules - and
-each such name stays where it was: ``pl.compile``, ``from pylucid import save``,
-``pl.nn.LSTM`` and ``dir(pl)`` answer as if it had been imported with the module.
-``tests/test_import.py`` keeps the list of what ``import pylucid`` loads.
+MLX backend, the recurrent and transformer layers, L-BFGS, the learning-rate schedules,
+``pylucid.distributed``, ``pylucid.utils.data`` - and each such name stays where it was:
+``pl.compile``, ``from pylucid import save``, ``pl.nn.LSTM`` and ``dir(pl)`` answer as if it
+had been imported with the module. ``tests/test_import.py`` keeps the list of what
+``import pylucid`` loads.
 """
 
 from __future__ import annotations
