@@ -186,16 +186,10 @@ def test_products_get_blas_threads_by_their_work(monkeypatch):
 
 
 def test_large_products_take_the_thread_count_that_ran_faster(monkeypatch):
-    """With set_adaptive_products(True): beside a busy process a 2-thread product waits for
-    a time slice, so a shape whose 2-thread calls took longer than its 1-thread ones moves to
-    one thread, trying two now and then, and goes back to two once they are faster again (a
-    simulated clock). Off (the default), the count is fixed by the work."""
+    """Beside a busy process a 2-thread product waits for a time slice: a shape whose
+    2-thread calls took longer than its 1-thread ones moves to one thread, trying two now and
+    then, and goes back to two once they are faster again (a simulated clock)."""
     monkeypatch.setattr(blas, "_SET_THREADS", lambda threads: None)
-    monkeypatch.setattr(blas, "_adaptive", [False])
-    with pytest.raises(TypeError, match="set_adaptive_products: expected a bool"):
-        blas.set_adaptive_products(1)
-    assert blas.product_threads(2048, 256, 1024, 4) is None  # (off: nothing to time)
-    blas.set_adaptive_products(True)
     monkeypatch.setattr(blas, "_threads", [0])
     monkeypatch.setattr(blas, "_OBSERVED", {})
     clock = [0.0]

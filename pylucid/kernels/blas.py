@@ -23,18 +23,13 @@ calls. Beside a busy process a product split over both cores waits for a thread 
 scheduler has parked (a product of 0.1-0.9 ms took 8-276 ms), so :func:`product_threads`
 gives a product more than one thread only where its work reaches :data:`PARALLEL_FLOPS`, up to
 :func:`pylucid.get_num_threads` - the rule the kernels' loops follow (split only where the
-work pays for the wake-up), for the BLAS pool too. That choice is fixed by the shape, so a
-program's bits do not depend on timing: OpenBLAS's result depends on its thread count (its
-partition's edge tiles sum in another order: 2-9% of a product's elements differ by an ULP
-or so). With :func:`set_adaptive_products` (or ``PYLUCID_ADAPTIVE_PRODUCTS=1``) the choice
-above :data:`PARALLEL_FLOPS` is measured instead: each large product's shape keeps the
-seconds it took on one thread and on several (moving averages, the callers time each call:
-:func:`observed`), takes the faster, and tries the other now and then (every
-:data:`PROBE_EVERY` calls; more often while one thread wins), so that beside a busy process
-- where a 2-thread product waits for a time slice, and a GPT step's products took 2.3x
-their 1-thread time - the products fall back to one thread, and return to several when the
-machine is free again; the bits of large products then depend on those choices. Compiled
-steps (:mod:`pylucid.compiler`)
+work pays for the wake-up), for the BLAS pool too. Above it the choice is measured, not
+assumed: each large product's shape keeps the seconds it took on one thread and on several
+(moving averages, the callers time each call: :func:`observed`), takes the faster, and tries
+the other now and then (every :data:`PROBE_EVERY` calls; more often while one thread wins),
+so that beside a busy process - where a 2-thread product waits for a time slice, and a
+GPT step's products took 2.3x their 1-thread time - the products fall back to one thread,
+and return to several when the machine is free again. Compiled steps (:mod:`pylucid.compiler`)
 call :func:`product`, the same rule and the same :func:`gemm` from compiled code, sharing
 with :func:`product_threads` the count last given to the pool (:data:`THREADS`): one BLAS,
 one pool, and a compiled product's bits are eager's.
@@ -71,7 +66,6 @@ __all__ = [
     "preferred_threads",
     "product",
     "product_threads",
-    "set_adaptive_products",
 ]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
@@ -153,42 +147,20 @@ _OBSERVED: dict[tuple[int, int, int, int], list] = {}
 _OBSERVED_LIMIT = 4096
 #: The count the last large product was given (what compiled code's products take).
 _preferred = [0]
-#: Whether large products choose their thread count by measured time (set_adaptive_products).
-_adaptive = [os.environ.get("PYLUCID_ADAPTIVE_PRODUCTS", "") == "1"]
-
-
-def set_adaptive_products(enabled: bool) -> None:
-    """Let large products (:data:`PARALLEL_FLOPS` and more) run on one thread or on
-    :func:`pylucid.get_num_threads`, whichever their shape ran faster on (True), or on the
-    latter always (False, the default: a program's bits do not depend on timing).
-
-    On a machine where other processes are busy, a product split over several threads waits
-    for time slices; measured, the products move to one thread and back when the machine is
-    free. OpenBLAS's result depends on its thread count, so with True two runs of a program
-    may differ in a few ULPs of some products' elements (2-9% of them, at the partition's
-    edges). Also ``PYLUCID_ADAPTIVE_PRODUCTS=1`` in the environment.
-    """
-    if not isinstance(enabled, bool):
-        raise TypeError(f"set_adaptive_products: expected a bool, got {type(enabled).__name__}")
-    _adaptive[0] = enabled
 
 
 def product_threads(m: int, k: int, n: int, itemsize: int) -> tuple | None:
     """Give OpenBLAS the threads a product ``(m, k) @ (k, n)`` of ``itemsize``-byte floats
-    earns: one below :data:`PARALLEL_FLOPS` (half of it for float64); above it
-    :func:`pylucid.get_num_threads`, or with :func:`set_adaptive_products` one or that,
-    whichever this shape ran faster on (see the module's docstring). Returns None, or for
-    a large product whose choice is measured the token to pass to :func:`observed` once it
-    is done (the caller times it); nothing where NumPy's OpenBLAS was not found."""
+    earns: one below :data:`PARALLEL_FLOPS` (half of it for float64); above it, one or
+    :func:`pylucid.get_num_threads`, whichever this shape ran faster on (see the module's
+    docstring). Returns None, or for a large product the token to pass to :func:`observed`
+    once it is done (the caller times it); nothing where NumPy's OpenBLAS was not found."""
     if _SET_THREADS is None:
         return None
     work = 2.0 * m * k * n * (2 if itemsize == 8 else 1)
     most = get_num_threads() if work >= PARALLEL_FLOPS else 1
     if most == 1:
         _give(1)
-        return None
-    if not _adaptive[0]:
-        _give(most)
         return None
     key = (m, k, n, itemsize)
     record = _OBSERVED.get(key)
@@ -227,11 +199,11 @@ def observed(token: tuple) -> None:
 
 
 def preferred_threads() -> int:
-    """The thread count the products of a compiled step's generated code take, which are
-    not timed one by one: :func:`pylucid.get_num_threads`, or with
-    :func:`set_adaptive_products` the count the last large product ran on (never more)."""
+    """The thread count the last large product ran on (:func:`pylucid.get_num_threads`
+    before any, and never more than it): what the products of a compiled step's generated
+    code take, which are not timed one by one."""
     most = get_num_threads()
-    return _preferred[0] if _adaptive[0] and 0 < _preferred[0] <= most else most
+    return _preferred[0] if 0 < _preferred[0] <= most else most
 
 
 def _give(threads: int) -> None:
