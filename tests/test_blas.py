@@ -166,7 +166,6 @@ def test_products_get_blas_threads_by_their_work(monkeypatch):
     calls = []
     monkeypatch.setattr(blas, "_SET_THREADS", calls.append)
     monkeypatch.setattr(blas, "_threads", [0])
-    monkeypatch.setattr(blas, "_OBSERVED", {})
     before = pl.get_num_threads()
     pl.set_num_threads(2)
     try:
@@ -181,39 +180,5 @@ def test_products_get_blas_threads_by_their_work(monkeypatch):
         pl.set_num_threads(2)
         _ = pl.ones(2048, 256) @ pl.ones(256, 1024)
         assert calls == [2]
-    finally:
-        pl.set_num_threads(before)
-
-
-def test_large_products_take_the_thread_count_that_ran_faster(monkeypatch):
-    """Beside a busy process a 2-thread product waits for a time slice: a shape whose
-    2-thread calls took longer than its 1-thread ones moves to one thread, trying two now and
-    then, and goes back to two once they are faster again (a simulated clock)."""
-    monkeypatch.setattr(blas, "_SET_THREADS", lambda threads: None)
-    monkeypatch.setattr(blas, "_threads", [0])
-    monkeypatch.setattr(blas, "_OBSERVED", {})
-    clock = [0.0]
-    monkeypatch.setattr(blas.time, "perf_counter", lambda: clock[0])
-    before = pl.get_num_threads()
-    pl.set_num_threads(2)
-
-    def run(calls: int, seconds: dict[int, float]) -> list[int]:
-        chosen = []
-        for _ in range(calls):
-            token = blas.product_threads(2048, 256, 1024, 4)
-            clock[0] += seconds[token[1]]
-            blas.observed(token)
-            chosen.append(token[1])
-        return chosen
-
-    try:
-        busy = run(64, {1: 4e-3, 2: 10e-3})
-        assert busy[:3] == [2, 2, 1]  # (two threads first, then one thread measured once)
-        assert busy[8:].count(2) == len(busy[8:]) // (blas.PROBE_EVERY // 4)  # (probes only)
-        free = run(64, {1: 4e-3, 2: 2e-3})
-        assert free[:8].count(1) <= 7 and free[8:].count(1) <= 2  # (back on two at a probe)
-        assert blas.preferred_threads() == free[-1]
-        pl.set_num_threads(1)
-        assert blas.preferred_threads() == 1 and blas.product_threads(2048, 256, 1024, 4) is None
     finally:
         pl.set_num_threads(before)

@@ -45,6 +45,7 @@ from pylucid.dtypes import as_dtype
 from pylucid.kernels import blas
 from pylucid.kernels.jit import entry_point
 from pylucid.kernels.optimizers import UpdateKernel
+from pylucid.kernels.parallel import get_num_threads
 from pylucid.ops import updates
 from pylucid.tensor import Tensor
 
@@ -406,8 +407,8 @@ class Program:
         for array, (kind, shape, dtype, device, generator) in self.draws:
             drawn = factories._random(kind, shape, dtype, device, False, generator)
             np.copyto(array, drawn._storage)
-        if self.products:  # (the threads a large product gets: eager's last choice)
-            blas.THREADS[1] = blas.preferred_threads()
+        if self.products:  # (the threads a large product gets, as eager's now)
+            blas.THREADS[1] = get_num_threads()
         for run in self.runs:
             run()
         for leaf, grad in self.final_grads:

@@ -444,17 +444,9 @@ def _matmul(step: Step, arrays: dict[int, np.ndarray]) -> Callable[[], None]:
         a, out = a.reshape(-1, a.shape[-1]), out.reshape(-1, out.shape[-1])
     args = (a, b, out, blas.THREADS)
     call = _product(a.dtype)
-    shape = (a.shape[0], a.shape[1], b.shape[1], a.dtype.itemsize)
-    threads, observed = blas.product_threads, blas.observed
 
     def run() -> None:
-        token = threads(*shape)  # (the pool set as eager sets it, and the call timed)
-        if token is not None:
-            blas.THREADS[1] = token[1]
-        done = call(*args)
-        if token is not None:
-            observed(token)
-        if not done:
+        if not call(*args):
             raise RuntimeError(
                 f"pl.compile: gemm declined a product of shapes {a.shape} and {b.shape} that "
                 f"the plan gave it (a bug of pylucid's compiler: run the step eagerly)"

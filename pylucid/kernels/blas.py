@@ -23,13 +23,7 @@ calls. Beside a busy process a product split over both cores waits for a thread 
 scheduler has parked (a product of 0.1-0.9 ms took 8-276 ms), so :func:`product_threads`
 gives a product more than one thread only where its work reaches :data:`PARALLEL_FLOPS`, up to
 :func:`pylucid.get_num_threads` - the rule the kernels' loops follow (split only where the
-work pays for the wake-up), for the BLAS pool too. Above it the choice is measured, not
-assumed: each large product's shape keeps the seconds it took on one thread and on several
-(moving averages, the callers time each call: :func:`observed`), takes the faster, and tries
-the other now and then (every :data:`PROBE_EVERY` calls; more often while one thread wins),
-so that beside a busy process - where a 2-thread product waits for a time slice, and a
-GPT step's products took 2.3x their 1-thread time - the products fall back to one thread,
-and return to several when the machine is free again. Compiled steps (:mod:`pylucid.compiler`)
+work pays for the wake-up), for the BLAS pool too. Compiled steps (:mod:`pylucid.compiler`)
 call :func:`product`, the same rule and the same :func:`gemm` from compiled code, sharing
 with :func:`product_threads` the count last given to the pool (:data:`THREADS`): one BLAS,
 one pool, and a compiled product's bits are eager's.
@@ -46,7 +40,6 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-import time
 
 import numpy as np
 from llvmlite import binding as llvm_binding
@@ -58,12 +51,9 @@ from pylucid.kernels.parallel import get_num_threads
 __all__ = [
     "AVAILABLE",
     "PARALLEL_FLOPS",
-    "PROBE_EVERY",
     "THREADS",
     "gemm",
     "library_path",
-    "observed",
-    "preferred_threads",
     "product",
     "product_threads",
 ]
@@ -138,75 +128,14 @@ THREADS = np.zeros(2, np.int64)
 _threads = THREADS[:1]
 
 
-#: A large product's shape tries the thread count it does not prefer once in this many calls
-#: (four times as often while one thread is preferred: a free machine is found again soon).
-PROBE_EVERY = 32
-#: (m, k, n, itemsize) -> [seconds on one thread, seconds on ``threads``, calls, threads]:
-#: moving averages of the large products' times (None: not measured yet).
-_OBSERVED: dict[tuple[int, int, int, int], list] = {}
-_OBSERVED_LIMIT = 4096
-#: The count the last large product was given (what compiled code's products take).
-_preferred = [0]
-
-
-def product_threads(m: int, k: int, n: int, itemsize: int) -> tuple | None:
+def product_threads(m: int, k: int, n: int, itemsize: int) -> None:
     """Give OpenBLAS the threads a product ``(m, k) @ (k, n)`` of ``itemsize``-byte floats
-    earns: one below :data:`PARALLEL_FLOPS` (half of it for float64); above it, one or
-    :func:`pylucid.get_num_threads`, whichever this shape ran faster on (see the module's
-    docstring). Returns None, or for a large product the token to pass to :func:`observed`
-    once it is done (the caller times it); nothing where NumPy's OpenBLAS was not found."""
+    earns: one below :data:`PARALLEL_FLOPS` (half of it for float64), else
+    :func:`pylucid.get_num_threads`; nothing where NumPy's OpenBLAS was not found."""
     if _SET_THREADS is None:
-        return None
+        return
     work = 2.0 * m * k * n * (2 if itemsize == 8 else 1)
-    most = get_num_threads() if work >= PARALLEL_FLOPS else 1
-    if most == 1:
-        _give(1)
-        return None
-    key = (m, k, n, itemsize)
-    record = _OBSERVED.get(key)
-    if record is None or record[3] != most:
-        if len(_OBSERVED) >= _OBSERVED_LIMIT:
-            _OBSERVED.clear()
-        record = _OBSERVED[key] = [None, None, 0, most]
-    record[2] += 1
-    one, many, calls = record[0], record[1], record[2]
-    if many is None or (one is None and calls < 3):
-        threads = most  # (the default, measured first)
-    elif one is None:
-        threads = 1
-    else:
-        best = most if many <= one else 1
-        every = PROBE_EVERY if best == most else PROBE_EVERY // 4
-        threads = best if calls % every else (1 if best == most else most)
-    _give(threads)
-    _preferred[0] = threads
-    return record, threads, time.perf_counter()
-
-
-def observed(token: tuple) -> None:
-    """Record the time of a large product started after :func:`product_threads` gave
-    ``token``."""
-    record, threads, started = token
-    seconds = time.perf_counter() - started
-    slot = 0 if threads == 1 else 1
-    before = record[slot]
-    # (a faster time is taken at once - a busy machine only ever slows a product down - a
-    # slower one averaged in, so that one stall moves nothing and a run of them does)
-    if before is None or seconds < before:
-        record[slot] = seconds
-    else:
-        record[slot] = before + 0.25 * (seconds - before)
-
-
-def preferred_threads() -> int:
-    """The thread count the last large product ran on (:func:`pylucid.get_num_threads`
-    before any, and never more than it): what the products of a compiled step's generated
-    code take, which are not timed one by one."""
-    most = get_num_threads()
-    return _preferred[0] if 0 < _preferred[0] <= most else most
-
-
-def _give(threads: int) -> None:
+    threads = get_num_threads() if work >= PARALLEL_FLOPS else 1
     if threads != _threads[0]:
         _SET_THREADS(threads)
         _threads[0] = threads

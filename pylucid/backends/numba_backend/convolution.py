@@ -50,13 +50,11 @@ class NumbaConvolution:
         groups = geometry[3]
         cols = _columns(x, w.shape[2:], geometry, (oh, ow))
         taps = cols.shape[0] // groups
-        token = blas.product_threads(o // groups, taps, n * oh * ow, dtype.itemsize)
+        blas.product_threads(o // groups, taps, n * oh * ow, dtype.itemsize)
         with np.errstate(all="ignore"):  # (inf * 0 in BLAS: the result says it)
             out = np.matmul(
                 w.reshape(groups, o // groups, taps), cols.reshape(groups, taps, n * oh * ow)
             )
-        if token is not None:
-            blas.observed(token)
         return np.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
 
     def conv2d_input_grad(
@@ -70,12 +68,9 @@ class NumbaConvolution:
         groups = geometry[3]
         taps = w[0].size
         weights = w.reshape(groups, o // groups, taps).transpose(0, 2, 1)
-        channels = _by_channel(g, dtype).reshape(groups, o // groups, -1)
-        token = blas.product_threads(taps, o // groups, n * oh * ow, dtype.itemsize)
+        blas.product_threads(taps, o // groups, n * oh * ow, dtype.itemsize)
         with np.errstate(all="ignore"):
-            cols = np.matmul(weights, channels)
-        if token is not None:
-            blas.observed(token)
+            cols = np.matmul(weights, _by_channel(g, dtype).reshape(groups, o // groups, -1))
         readers = window_readers(_windows(shape[2:], w.shape[2:], geometry, (oh, ow)))
         return convolution.col2im(cols.reshape(groups * taps, -1), readers, shape)
 
@@ -91,12 +86,12 @@ class NumbaConvolution:
         groups = geometry[3]
         cols = _columns(x, shape[2:], geometry, (oh, ow))
         taps = cols.shape[0] // groups
-        channels = _by_channel(g, dtype).reshape(groups, o // groups, n * oh * ow)
-        token = blas.product_threads(o // groups, n * oh * ow, taps, dtype.itemsize)
+        blas.product_threads(o // groups, n * oh * ow, taps, dtype.itemsize)
         with np.errstate(all="ignore"):
-            grad = np.matmul(channels, cols.reshape(groups, taps, n * oh * ow).transpose(0, 2, 1))
-        if token is not None:
-            blas.observed(token)
+            grad = np.matmul(
+                _by_channel(g, dtype).reshape(groups, o // groups, n * oh * ow),
+                cols.reshape(groups, taps, n * oh * ow).transpose(0, 2, 1),
+            )
         return grad.reshape(shape)
 
 

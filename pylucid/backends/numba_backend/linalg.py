@@ -51,12 +51,9 @@ def _blas_product(a: np.ndarray, b: np.ndarray, numpy_dtype: np.dtype) -> np.nda
         return None
     if a.dtype is not numpy_dtype or b.dtype is not numpy_dtype:
         return None
-    token = blas.product_threads(a.shape[0], a.shape[1], b.shape[1], numpy_dtype.itemsize)
+    blas.product_threads(a.shape[0], a.shape[1], b.shape[1], numpy_dtype.itemsize)
     out = memory.empty((a.shape[0], b.shape[1]), numpy_dtype)
-    done = _gemm(numpy_dtype)(a, b, out)
-    if token is not None:
-        blas.observed(token)
-    return out if done else None
+    return out if _gemm(numpy_dtype)(a, b, out) else None
 
 
 def bound_matmul(
@@ -76,17 +73,14 @@ def bound_matmul(
     call = _gemm(numpy_dtype)
     allocate = np.empty if math.prod(shape) < memory._SMALL_COUNT else memory.empty
     (m, k), n, itemsize = input_shapes[0], input_shapes[1][1], numpy_dtype.itemsize
-    threads, observed = blas.product_threads, blas.observed
+    threads = blas.product_threads
 
     def run_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         if a.dtype is not numpy_dtype or b.dtype is not numpy_dtype:
             return None
-        token = threads(m, k, n, itemsize)
+        threads(m, k, n, itemsize)
         out = allocate(shape, numpy_dtype)
-        done = call(a, b, out)
-        if token is not None:
-            observed(token)
-        return out if done else None
+        return out if call(a, b, out) else None
 
     return run_matmul
 
@@ -122,14 +116,10 @@ class NumbaLinalg:
             # (64 float32 elements, thread time on a loaded 2-vCPU EPYC). Strided vectors are
             # left to matmul: vdot copies them, and BLAS may sum a copy in another order.
             return np.asarray(np.vdot(a, b))
-        token = None
         if a.ndim >= 2 and b.ndim >= 2:  # (each matrix of a stack: NumPy calls gemm per one)
-            token = blas.product_threads(a.shape[-2], a.shape[-1], b.shape[-1], dtype.itemsize)
+            blas.product_threads(a.shape[-2], a.shape[-1], b.shape[-1], dtype.itemsize)
         with np.errstate(all="ignore"):
-            out = np.asarray(np.matmul(a, b, dtype=dtype.numpy))
-        if token is not None:
-            blas.observed(token)
-        return out
+            return np.asarray(np.matmul(a, b, dtype=dtype.numpy))
 
 
 def _plain_vectors(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> bool:
