@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -89,5 +88,7 @@ def render(tensor: Any, path: str | Path) -> Path:
     if dot is None:
         raise RuntimeError(f"render: {_INSTALL_HINT}")
     fmt = path.suffix.lstrip(".") or "svg"
+    import subprocess  # (here: an import of pylucid needs no process module)
+
     subprocess.run([dot, f"-T{fmt}", "-o", str(path)], input=to_dot(tensor).encode(), check=True)
     return path
