@@ -17,10 +17,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BUSY_SHARE", "CpuSnapshot", "others_share", "snapshot"]
+__all__ = ["BUSY_SHARE", "CpuSnapshot", "load_average", "others_share", "snapshot"]
 
 #: Other processes using more than this share of the CPUs make a measurement "busy".
 BUSY_SHARE = 0.25
+
+def load_average() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages (None where the platform has none)."""
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
 
 #: /proc/stat's busy columns after the CPU's name: user, nice, system, (idle, iowait
 #: skipped) irq, softirq, steal (guest time is counted in user already).

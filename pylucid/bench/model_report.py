@@ -27,6 +27,7 @@ from pylucid.bench.report import (
     UNSTABLE,
     format_time,
     markdown_table,
+    pyplot,
     spread,
     text_table,
     wrap,
@@ -340,21 +341,9 @@ def plot(
 ) -> str:
     """Bars of the time per step, a panel per model (log scale), a group per mode and a
     bar per implementation; return what was done (without matplotlib: how to get it)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        again = (
-            f", then `python -m pylucid bench --load {saved}` draws it from this run"
-            if saved is not None
-            else ""
-        )
-        return (
-            f"no plot: {path} needs matplotlib (pip install 'pylucid[bench]', or "
-            f"matplotlib alone){again}"
-        )
+    plt, missing = pyplot(path, saved)
+    if plt is None:
+        return missing
     models = doc["config"]["models"]
     impls = _impls(doc)
     modes = list(doc["modes"].values())

@@ -86,7 +86,7 @@ import numpy as np
 
 import pylucid as pl
 from pylucid.bench.compiled import COMPILED_WARMUP
-from pylucid.bench.load import others_share, snapshot
+from pylucid.bench.load import load_average, others_share, snapshot
 from pylucid.bench.programs import competitor
 from pylucid.bench.report import format_time
 from pylucid.bench.runner import busy_check, environment
@@ -978,10 +978,6 @@ def child_environment(
     return env
 
 
-def _load_average() -> list[float] | None:
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-
-
 def _children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -1044,7 +1040,7 @@ def _run_mode(mode: Mode, config: ModelsConfig, progress: TextIO | None) -> dict
         "threads": mode.threads,
         "competitor": mode.competitor,
         "env": {key: env.get(key) for key in (*OPENBLAS_VARIABLES, "OMP_NUM_THREADS")},
-        "load_average_before": _load_average(),
+        "load_average_before": load_average(),
     }
     start, children = snapshot(), _children_cpu_s()
     rival_s = None
@@ -1059,7 +1055,7 @@ def _run_mode(mode: Mode, config: ModelsConfig, progress: TextIO | None) -> dict
     children = _children_cpu_s() - children
     section.update(
         {
-            "load_average_after": _load_average(),
+            "load_average_after": load_average(),
             "elapsed_s": end.wall_s - start.wall_s,
             # other processes' share of the CPUs, less this run's own processes and competitor
             "others_cpu": None if share is None else max(0.0, share - children / capacity),
@@ -1116,7 +1112,7 @@ def run(config: ModelsConfig | None = None, progress: TextIO | None = None) -> d
     shares = {
         f"{MODES[name].title} mode": doc["modes"][name]["others_cpu"] for name in config.modes
     }
-    doc["environment"]["load_average_end"] = _load_average()
+    doc["environment"]["load_average_end"] = load_average()
     doc["busy"] = busy_check(
         doc["environment"]["load_average"], doc["environment"]["load_average_end"], shares
     )

@@ -72,7 +72,7 @@ import pylucid as pl
 from pylucid.bench.cases import load_libraries
 from pylucid.bench.compiled import COMPILED_SCENARIOS, COMPILED_WARMUP, build_compiled_program
 from pylucid.bench.layers import LAYER_SCENARIOS, build_layer_program
-from pylucid.bench.load import others_share, snapshot
+from pylucid.bench.load import load_average, others_share, snapshot
 from pylucid.bench.report import format_time
 from pylucid.bench.timing import Measurement, TimerConfig, measure
 from pylucid.bench.training import TRAINING_SCENARIOS, build_training_program
@@ -751,10 +751,6 @@ def thread_ratios(timer: TimerConfig, peers: Sequence[str] = ()) -> dict[str, An
     }
 
 
-def _load_average() -> list[float] | None:
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-
-
 def run_contention(
     timer: TimerConfig,
     fresh_processes: int = 6,
@@ -785,7 +781,7 @@ def run_contention(
         raise ValueError(f"fresh_processes must be at least 1, not {fresh_processes}")
     section: dict[str, Any] = {
         "ops": dict(CONTENTION_OPS),
-        "load_average_before": _load_average(),
+        "load_average_before": load_average(),
         "fresh_processes": fresh_processes,
         "ratio_target": RATIO_TARGET,
         "errors": [],

@@ -52,6 +52,7 @@ __all__ = [
     "markdown",
     "markdown_table",
     "plot",
+    "pyplot",
     "read_json",
     "spread",
     "text",
@@ -809,16 +810,10 @@ def _color(impl: str) -> str:
     return f"C{ALL_IMPLS.index(impl)}" if impl in ALL_IMPLS else "k"
 
 
-def plot(
-    doc: dict[str, Any], path: str | Path, stat: str = "median", saved: str | Path | None = None
-) -> str:
-    """Plot throughput against size, one line per implementation; return what was done.
-
-    One panel per (kind, op) and dtype, log-log, with the copy bandwidth as a dashed line.
-    Without matplotlib nothing is written and the returned note says where the plot would
-    have been and how to get it (from ``saved``, the run's ``bench.json``, if given).
-    """
-    doc = with_stat(doc, stat)
+def pyplot(path: str | Path, saved: str | Path | None) -> tuple[Any, str]:
+    """``matplotlib.pyplot`` on its file-only backend and ``""``, or None and the note that
+    says the plot ``path`` needs matplotlib (and, with ``saved``, the run's ``bench.json``,
+    how to draw it later)."""
     try:
         import matplotlib
 
@@ -830,10 +825,26 @@ def plot(
             if saved is not None
             else ""
         )
-        return (
+        return None, (
             f"no plot: {path} needs matplotlib (pip install 'pylucid[bench]', or matplotlib "
             f"alone){again}"
         )
+    return plt, ""
+
+
+def plot(
+    doc: dict[str, Any], path: str | Path, stat: str = "median", saved: str | Path | None = None
+) -> str:
+    """Plot throughput against size, one line per implementation; return what was done.
+
+    One panel per (kind, op) and dtype, log-log, with the copy bandwidth as a dashed line.
+    Without matplotlib nothing is written and the returned note says where the plot would
+    have been and how to get it (from ``saved``, the run's ``bench.json``, if given).
+    """
+    doc = with_stat(doc, stat)
+    plt, missing = pyplot(path, saved)
+    if plt is None:
+        return missing
     groups = list(_groups(doc))
     dtypes = list(dict.fromkeys(row["dtype"] for row in doc["results"]))
     if not groups:

@@ -36,7 +36,7 @@ from pylucid.bench.cases import (
     make_inputs,
 )
 from pylucid.bench.jit_cost import jit_cost
-from pylucid.bench.load import BUSY_SHARE, others_share, snapshot
+from pylucid.bench.load import BUSY_SHARE, load_average, others_share, snapshot
 from pylucid.bench.programs import LIBRARIES, MODES, SCENARIOS, run_programs
 from pylucid.bench.report import format_size, format_time
 from pylucid.bench.timing import TimerConfig, measure
@@ -175,10 +175,6 @@ def _git_revision() -> str | None:
     return done.stdout.strip() or None
 
 
-def _load_average() -> list[float] | None:
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-
-
 def _numba_threading_layer() -> str | None:
     """Numba's threading layer, None until a parallel kernel has started it."""
     try:
@@ -270,7 +266,7 @@ def environment(libs: Any = None) -> dict[str, Any]:
         "numpy": np.__version__,
         "numba": numba.__version__,
         "numba_max_threads": numba.config.NUMBA_NUM_THREADS,
-        "load_average": _load_average(),
+        "load_average": load_average(),
         "env": {
             key: os.environ[key]
             for key in (
@@ -429,11 +425,11 @@ def run(
             others["programs"] = doc["programs"]["others_cpu"]
         else:
             doc["programs"] = None
-        doc["environment"]["load_average_end"] = _load_average()
+        doc["environment"]["load_average_end"] = load_average()
         doc["environment"]["numba_threading_layer"] = _numba_threading_layer()
         contention = (doc["programs"] or {}).get("contention")
         # The competitor of the contention check would count: its load before it started.
-        end = contention["load_average_before"] if contention else _load_average()
+        end = contention["load_average_before"] if contention else load_average()
         doc["busy"] = busy_check(doc["environment"]["load_average"], end, others)
         if doc["busy"]["warning"]:
             bar.note(f"warning: {doc['busy']['warning']}")
