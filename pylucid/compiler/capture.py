@@ -430,27 +430,23 @@ class Recorder(Shadowing):
         # plans afresh, with _bind off, and the eager plans come back after it)
         for name in ("_PLANS", "_SUMS_TO", "_GRAD_RUNS"):
             self._patch(op_base, name, _ThreadView(getattr(op_base, name), self._thread))
-        self._patch_for_thread(UpdateKernel, "__call__", UpdateKernel.__call__,
-                               self._recording_update(UpdateKernel.__call__))  # fmt: skip
-        self._patch_for_thread(ElementwiseKernel, "run", ElementwiseKernel.run,
-                               self._recording_run(ElementwiseKernel.run))  # fmt: skip
-        self._patch_for_thread(Tensor, "_accumulate_grad", Tensor._accumulate_grad,
-                               self._recording_grad(Tensor._accumulate_grad))  # fmt: skip
         self._patch(Tensor, "grad", self._recording_grad_property(Tensor.grad))
-        self._patch_for_thread(Optimizer, "_run_step", Optimizer._run_step,
-                               self._recording_step(Optimizer._run_step))  # fmt: skip
-        for owner in (Optimizer, Module):
-            self._patch_for_thread(owner, "zero_grad", owner.zero_grad,
-                                   self._recording_zero_grad(owner.zero_grad))  # fmt: skip
-        self._patch_for_thread(LRScheduler, "step", LRScheduler.step,
-                               self._recording_schedule(LRScheduler.step))  # fmt: skip
-        self._patch_for_thread(Module, "__call__", Module.__call__,
-                               self._recording_module(Module.__call__))  # fmt: skip
+        recorders = (  # (owner, attribute, the wrapper that records its calls)
+            (UpdateKernel, "__call__", self._recording_update),
+            (ElementwiseKernel, "run", self._recording_run),
+            (Tensor, "_accumulate_grad", self._recording_grad),
+            (Optimizer, "_run_step", self._recording_step),
+            (Optimizer, "zero_grad", self._recording_zero_grad),
+            (Module, "zero_grad", self._recording_zero_grad),
+            (LRScheduler, "step", self._recording_schedule),
+            (Module, "__call__", self._recording_module),
+            (factories, "_random", self._recording_draw),
+            (engine, "add_gradients", self._recording_gradient_sum),
+        )
+        for owner, name, recording in recorders:
+            original = getattr(owner, name)
+            self._patch_for_thread(owner, name, original, recording(original))
         self._record_module_reads(self.trace.reads)
-        self._patch_for_thread(factories, "_random", factories._random,
-                               self._recording_draw(factories._random))  # fmt: skip
-        self._patch_for_thread(engine, "add_gradients", engine.add_gradients,
-                               self._recording_gradient_sum(engine.add_gradients))  # fmt: skip
 
     def __exit__(self, *exc: object) -> None:
         self._restore()
