@@ -20,12 +20,11 @@ from pylucid.backends.base import Axes, Shape
 from pylucid.backends.half import handles_halves
 from pylucid.dtypes import DType
 from pylucid.kernels import gather
-from pylucid.kernels.scatter import scatter_add_rows
 
 
 def _single_array_axis(index: tuple[Any, ...], shape: Shape) -> int | None:
     """The axis of the only array in ``index`` if every other entry is a full slice or an
-    Ellipsis (the case :func:`scatter_add_rows` serves), else None."""
+    Ellipsis (the case :meth:`NumbaShape.embedding_backward` serves), else None."""
     axis, dim = None, 0
     for e in index:
         if isinstance(e, np.ndarray):
@@ -92,23 +91,17 @@ class NumbaShape:
         dtype: DType,
     ) -> np.ndarray:
         """Zeros of ``shape`` with ``g`` added at ``index`` (repeats accumulate)."""
+        axis = None if mesh is None else _single_array_axis(index, shape)
+        if axis is not None:  # (one array along one axis: the embedding's scatter-add)
+            rows = next(e for e in index if isinstance(e, np.ndarray))
+            return self.embedding_backward(g, rows, axis, None, shape, dtype)
         out = np.zeros(shape, dtype=dtype.numpy)
         g = np.asarray(g, dtype=dtype.numpy)
         if mesh is None:
             out[index] = g  # a basic index selects each element at most once
             return out
-        axis = _single_array_axis(index, shape)
-        if axis is None:
-            with np.errstate(all="ignore"):  # inf + -inf is nan, as the kernel gives, silently
-                np.add.at(out, index, g)
-            return out
-        rows = next(e for e in index if isinstance(e, np.ndarray)).reshape(-1)
-        pre, post = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1 :]))
-        scatter_add_rows(
-            out.reshape(pre, shape[axis], post),
-            rows,
-            np.ascontiguousarray(g).reshape(pre, rows.size, post),
-        )
+        with np.errstate(all="ignore"):  # inf + -inf is nan, as the kernel gives, silently
+            np.add.at(out, index, g)
         return out
 
     def check_indices(self, index: np.ndarray, low: int, high: int) -> int:
