@@ -67,6 +67,19 @@ def _step(model: nn.Module, opt: pl.optim.Optimizer):
     return step
 
 
+def _squares_step(model: nn.Module, opt: pl.optim.Optimizer, x: pl.Tensor):
+    """A step without arguments: ``model(x)``'s sum of squares as the loss."""
+
+    def step() -> pl.Tensor:
+        opt.zero_grad()
+        loss = model(x).pow(2).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def _trajectories(dtype, make_opt, steps=40, dropout=0.0, last_rows=None):
     batches = _batches(dtype, steps, last_rows=last_rows)
     runs = []
@@ -796,14 +809,7 @@ def test_what_a_forward_reads_is_guarded(change):
         x = pl.tensor(np.linspace(-1, 1, 15).reshape(5, 3))
         make.model = model
 
-        def step():
-            opt.zero_grad()
-            loss = model(x).pow(2).sum()
-            loss.backward()
-            opt.step()
-            return loss
-
-        return step, lambda: [*model.parameters()]
+        return _squares_step(model, opt, x), lambda: [*model.parameters()]
 
     def between(i, watched):
         model = make.model
@@ -845,14 +851,7 @@ def test_hyperparameters_changed_between_calls_train_as_eager(change):
         x = pl.tensor(np.linspace(-1, 1, 12).reshape(4, 3))
         make.opt = opt
 
-        def step():
-            opt.zero_grad()
-            loss = model(x).pow(2).sum()
-            loss.backward()
-            opt.step()
-            return loss
-
-        return step, lambda: [
+        return _squares_step(model, opt, x), lambda: [
             *model.parameters(),
             *[v for s in opt.state.values() for v in s.values() if isinstance(v, pl.Tensor)],
         ]
@@ -1199,7 +1198,7 @@ def test_char_gpt_step_captures_once_and_replays_eager_bits():
     assert (run.stats.warmups, run.stats.traces, run.stats.replays) == (1, 1, 4)
 
 
-def test_gradients_keep_eager_layout():
+def test_gradients_keep_eager_layout(monkeypatch):
     """A weight used at several time steps (``x_t @ W.T``) gets the sum of transposed
     products: eager's gradient is a Fortran-ordered matrix, and so is the replay's place for
     it (the sums then run in memory order; in C order each read strided across rows, and an
@@ -1215,6 +1214,18 @@ def test_gradients_keep_eager_layout():
         w.grad = None
         return grad
 
+    from pylucid.compiler import plan
+
+    fortran_places = []  # (the places the plan made Fortran-ordered, as eager's arrays were)
+    decide = plan.fortran_place
+
+    def noted(array: np.ndarray) -> bool:
+        if decide(array):
+            fortran_places.append(array.shape)
+            return True
+        return False
+
+    monkeypatch.setattr(plan, "fortran_place", noted)
     xs = pl.randn(8, 5, 16)
     want = step(xs)
     compiled = pl.compile(step)
@@ -1223,3 +1234,4 @@ def test_gradients_keep_eager_layout():
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert compiled.stats.replays == 2
     assert want.numpy().flags.f_contiguous
+    assert fortran_places, "the plan gave no value a Fortran-ordered place"
