@@ -1200,9 +1200,11 @@ def test_char_gpt_step_captures_once_and_replays_eager_bits():
 
 def test_gradients_keep_eager_layout(monkeypatch):
     """A weight used at several time steps (``x_t @ W.T``) gets the sum of transposed
-    products: eager's gradient is a Fortran-ordered matrix, and so is the replay's place for
-    it (the sums then run in memory order; in C order each read strided across rows, and an
-    LSTM step's replay took 1.3x eager's time). The replays give eager's bits."""
+    products, which eager adds up as Fortran-ordered matrices: the replay's places for those
+    sums are Fortran-ordered too (the sums then run in memory order; in C order each read
+    strided across rows, and an LSTM step's replay took 1.3x eager's time). The replays
+    give eager's bits. (The leaf's .grad itself may be a C-ordered copy, eagerly: whether
+    backward hands it the sum or a copy depends on who else holds the sum.)"""
     w = pl.randn(64, 16, requires_grad=True)
 
     def step(xs):
@@ -1233,5 +1235,4 @@ def test_gradients_keep_eager_layout(monkeypatch):
         got = compiled(xs)
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert compiled.stats.replays == 2
-    assert want.numpy().flags.f_contiguous
     assert fortran_places, "the plan gave no value a Fortran-ordered place"
