@@ -42,6 +42,7 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload, register_jitable
 
+from pylucid import memory
 from pylucid.kernels.jit import njit
 from pylucid.kernels.parallel import parallel_threshold
 from pylucid.kernels.simd_math import _fma
@@ -457,7 +458,7 @@ _BACKWARD = (njit(**_JIT)(_backward), njit(parallel=True, **_JIT)(_backward_para
 def layer_norm_rows(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
     """``(x - mean) rstd w + b`` for each row of the C-contiguous ``(R, D)`` ``x``, with
     ``(D,)`` ``w`` and ``b``; in ``x``'s dtype."""
-    out = np.empty(x.shape, x.dtype)
+    out = memory.empty(x.shape, x.dtype)
     _FORWARD[x.size >= PARALLEL_THRESHOLD_NORM and x.shape[0] > 1](x, w, b, np.float64(eps), out)
     return out
 
@@ -468,7 +469,7 @@ def layer_norm_backward_rows(
     """The gradients ``(dx, dw, db)`` of :func:`layer_norm_rows` from ``g`` (``x``'s
     shape); ``dw`` and ``db`` in float64, ``dx`` in ``x``'s dtype. Within ``12 u`` of the
     exact gradients relative to their terms (see the module's docstring)."""
-    dx = np.empty(x.shape, x.dtype)
+    dx = memory.empty(x.shape, x.dtype)
     dw, db = np.empty(x.shape[1]), np.empty(x.shape[1])
     rowwise = x.dtype == np.float64 and x.shape[1] >= _ROWWISE_FLOAT64
     if x.size >= PARALLEL_THRESHOLD_NORM and x.shape[0] > 1:
