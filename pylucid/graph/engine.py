@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from pylucid import memory
 from pylucid.graph.anomaly import check_gradients, is_anomaly_enabled
 from pylucid.graph.grad_mode import swap_grad_mode
 from pylucid.graph.node import AccumulateGrad, Node
@@ -20,7 +23,14 @@ __all__ = ["backward", "grad", "run_backward"]
 
 def add_gradients(a: Any, b: Any) -> Any:
     """The sum of two gradients of one node (storages, or tensors under ``create_graph``):
-    one function, so that ``pl.compile``'s capture can record it as the backend's add."""
+    one function, so that ``pl.compile``'s capture can record it as the backend's add.
+
+    Two host arrays of one shape and dtype are summed into a pooled array
+    (:func:`pylucid.memory.empty`): NumPy's own would be fresh pages, a fault per 4 KiB on
+    first touch - 531 faults a step of the benchmark's CNN."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape:
+        if a.dtype == b.dtype:
+            return np.add(a, b, out=memory.empty(a.shape, a.dtype))
     return a + b
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pylucid import memory
 from pylucid.backends.base import ConvGeometry, Shape
 from pylucid.backends.windows import Windows, convolution_windows, window_readers, window_sources
 from pylucid.dtypes import DType
@@ -51,11 +52,12 @@ class NumbaConvolution:
         cols = _columns(x, w.shape[2:], geometry, (oh, ow))
         taps = cols.shape[0] // groups
         blas.product_threads(o // groups, taps, n * oh * ow, dtype.itemsize)
-        with np.errstate(all="ignore"):  # (inf * 0 in BLAS: the result says it)
-            out = np.matmul(
-                w.reshape(groups, o // groups, taps), cols.reshape(groups, taps, n * oh * ow)
-            )
-        return np.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
+        out = _product(
+            w.reshape(groups, o // groups, taps), cols.reshape(groups, taps, n * oh * ow)
+        )
+        result = memory.empty(shape, dtype.numpy)
+        result[...] = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
+        return result
 
     def conv2d_input_grad(
         self, g: np.ndarray, w: np.ndarray, geometry: ConvGeometry, shape: Shape, dtype: DType
@@ -69,8 +71,7 @@ class NumbaConvolution:
         taps = w[0].size
         weights = w.reshape(groups, o // groups, taps).transpose(0, 2, 1)
         blas.product_threads(taps, o // groups, n * oh * ow, dtype.itemsize)
-        with np.errstate(all="ignore"):
-            cols = np.matmul(weights, _by_channel(g, dtype).reshape(groups, o // groups, -1))
+        cols = _product(weights, _by_channel(g, dtype).reshape(groups, o // groups, -1))
         readers = window_readers(_windows(shape[2:], w.shape[2:], geometry, (oh, ow)))
         return convolution.col2im(cols.reshape(groups * taps, -1), readers, shape)
 
@@ -87,16 +88,25 @@ class NumbaConvolution:
         cols = _columns(x, shape[2:], geometry, (oh, ow))
         taps = cols.shape[0] // groups
         blas.product_threads(o // groups, n * oh * ow, taps, dtype.itemsize)
-        with np.errstate(all="ignore"):
-            grad = np.matmul(
-                _by_channel(g, dtype).reshape(groups, o // groups, n * oh * ow),
-                cols.reshape(groups, taps, n * oh * ow).transpose(0, 2, 1),
-            )
+        grad = _product(
+            _by_channel(g, dtype).reshape(groups, o // groups, n * oh * ow),
+            cols.reshape(groups, taps, n * oh * ow).transpose(0, 2, 1),
+        )
         return grad.reshape(shape)
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The stacked product ``a @ b`` into a pooled array (:func:`pylucid.memory.empty`):
+    a fresh one of this size costs a page fault per 4 KiB on first touch."""
+    out = memory.empty((a.shape[0], a.shape[1], b.shape[2]), np.result_type(a, b))
+    with np.errstate(all="ignore"):  # (inf * 0 in BLAS: the result says it)
+        return np.matmul(a, b, out=out)
 
 
 def _by_channel(g: np.ndarray, dtype: DType) -> np.ndarray:
     """``(N, O, OH, OW)`` ``g`` as the C-contiguous ``(O, N OH OW)`` matrix the products
-    take."""
+    take, in a pooled array."""
     n, o, oh, ow = g.shape
-    return np.ascontiguousarray(g.transpose(1, 0, 2, 3), dtype.numpy).reshape(o, n * oh * ow)
+    out = memory.empty((o, n, oh, ow), dtype.numpy)
+    out[...] = g.transpose(1, 0, 2, 3)
+    return out.reshape(o, n * oh * ow)

@@ -65,7 +65,7 @@ def _operand(a: np.ndarray | float, shape: Shape, dtype: np.dtype) -> np.ndarray
     if type(a) is np.ndarray and a.dtype is dtype:  # the common cases, in cheap tests
         if a.size != 1:
             if a.shape == shape:
-                return np.ascontiguousarray(a)
+                return a if a.flags.c_contiguous else _contiguous_copy(a)
         elif a.ndim < 2:  # a lifted number (0-d), or a tensor of shape (1,)
             return a[()] if a.ndim == 0 else a[0]
     if not isinstance(a, np.ndarray):
@@ -78,10 +78,18 @@ def _operand(a: np.ndarray | float, shape: Shape, dtype: np.dtype) -> np.ndarray
     if a.size == 1:
         return a.reshape(())[()]
     if a.shape != shape:  # (np.broadcast_to and a copy: 8.6 us for a (128,) bias against
-        broadcast = np.empty(shape, a.dtype)  # (32, 128); copyto broadcasts in C: 1.8 us)
+        broadcast = memory.empty(shape, a.dtype)  # (32, 128); copyto broadcasts in C: 1.8 us)
         np.copyto(broadcast, a)
         return broadcast
-    return np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous else _contiguous_copy(a)
+
+
+def _contiguous_copy(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of ``a`` in a pooled array (:func:`pylucid.memory.empty`; a large
+    fresh one costs a page fault per 4 KiB on first touch)."""
+    copy = memory.empty(a.shape, a.dtype)
+    np.copyto(copy, a)
+    return copy
 
 
 def _fortran_ordered(operands: tuple, shape: Shape) -> bool:
@@ -340,4 +348,9 @@ class NumbaCore:
         return out
 
     def reshape(self, a: np.ndarray, shape: Shape) -> np.ndarray:
-        return a.reshape(shape)
+        if a.flags.c_contiguous:
+            return a.reshape(shape)
+        try:  # (a view where the strides allow one; else a copy, pooled)
+            return np.reshape(a, shape, copy=False)
+        except ValueError:
+            return _contiguous_copy(a).reshape(shape)

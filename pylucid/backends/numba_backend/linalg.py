@@ -118,6 +118,8 @@ class NumbaLinalg:
             return np.asarray(np.vdot(a, b))
         if a.ndim >= 2 and b.ndim >= 2:  # (each matrix of a stack: NumPy calls gemm per one)
             blas.product_threads(a.shape[-2], a.shape[-1], b.shape[-1], dtype.itemsize)
+            with np.errstate(all="ignore"):  # (into a pooled array: fresh pages would fault)
+                return np.matmul(a, b, dtype=dtype.numpy, out=memory.empty(shape, dtype.numpy))
         with np.errstate(all="ignore"):
             return np.asarray(np.matmul(a, b, dtype=dtype.numpy))
 

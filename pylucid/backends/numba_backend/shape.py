@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from pylucid import memory
 from pylucid.backends.base import Axes, Shape
 from pylucid.backends.half import handles_halves
 from pylucid.dtypes import DType
@@ -95,7 +96,8 @@ class NumbaShape:
         if axis is not None:  # (one array along one axis: the embedding's scatter-add)
             rows = next(e for e in index if isinstance(e, np.ndarray))
             return self.embedding_backward(g, rows, axis, None, shape, dtype)
-        out = np.zeros(shape, dtype=dtype.numpy)
+        out = memory.empty(shape, dtype.numpy)  # (pooled: fresh pages fault on first touch)
+        out.fill(0)
         g = np.asarray(g, dtype=dtype.numpy)
         if mesh is None:
             out[index] = g  # a basic index selects each element at most once
