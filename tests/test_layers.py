@@ -170,6 +170,8 @@ MAX_CASES = [
                   "ceil_mode": True}, id="ceil"),  # fmt: skip
     pytest.param({"kernel_size": 2, "stride": 1, "dilation": 2}, id="dilation"),
     pytest.param({"kernel_size": 3, "stride": 2, "ceil_mode": True}, id="ceil-overhang"),
+    pytest.param({"kernel_size": (3, 2)}, id="3x2"),  # (a row left over)
+    pytest.param({"kernel_size": (2, 3)}, id="2x3"),  # (a row and 2 columns left over)
 ]
 
 
