@@ -501,6 +501,27 @@ class Backend(Protocol):
         """The gradients ``(dx, dw, db)`` of :meth:`layer_norm`, as ``(rows, size)``,
         ``(size,)`` and ``(size,)``."""
 
+    # -- recurrent ---------------------------------------------------------------------------
+    def recurrent(
+        self, mode: str, x: Storage, h0: Storage, c0: Storage | None, w_ih: Storage,
+        w_hh: Storage, b_ih: Storage, b_hh: Storage, reverse: bool, batch_first: bool,
+        shape: Shape, dtype: DType,
+    ) -> tuple[Storage, tuple[Storage, ...]]:  # fmt: skip
+        """One recurrent layer and direction (``mode`` ``"LSTM"``, ``"GRU"``, ``"RNN_TANH"``
+        or ``"RNN_RELU"``) over the sequence ``x`` ``(T, B, I)`` (``(B, T, I)`` if
+        ``batch_first``; backwards in time if ``reverse``): ``(out, saved)``, ``out`` of
+        ``shape`` every step's ``h`` in ``x``'s layout (an LSTM's ``c_T`` after them at time
+        ``T``), ``saved`` what :meth:`recurrent_backward` reads (the backend's own)."""
+
+    def recurrent_backward(
+        self, mode: str, x: Storage, c0: Storage | None, w_ih: Storage, w_hh: Storage,
+        out: Storage, saved: tuple[Storage, ...], g: Storage, reverse: bool,
+        batch_first: bool, shape: Shape, dtype: DType,
+    ) -> tuple[Storage | None, ...]:  # fmt: skip
+        """The gradients ``(dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh)`` of :meth:`recurrent`
+        from ``g``, its output's (``dc0`` None but for an LSTM); ``out`` is its output for an
+        Elman RNN (whose gates' gradient reads it), None for the others."""
+
     # -- optimizer updates ------------------------------------------------------------------
     # Each takes a parameter ``p``, its gradient ``g`` (same shape and dtype) and its state
     # arrays (None for a state the variant does not keep), applies PyTorch's single-tensor

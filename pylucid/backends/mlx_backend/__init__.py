@@ -11,6 +11,7 @@ from pylucid.backends.mlx_backend.linalg import MLXLinalg
 from pylucid.backends.mlx_backend.normalization import MLXNormalization
 from pylucid.backends.mlx_backend.optimizers import MLXOptimizers
 from pylucid.backends.mlx_backend.pooling import MLXPooling
+from pylucid.backends.mlx_backend.recurrent import MLXRecurrent
 from pylucid.backends.mlx_backend.reduction import MLXReduction
 from pylucid.backends.mlx_backend.shape import MLXShape
 
@@ -25,6 +26,7 @@ class MLXBackend(
     MLXNormalization,
     MLXOptimizers,
     MLXPooling,
+    MLXRecurrent,
     MLXShape,
 ):
     """GPU backend built on ``mlx.core`` (its CPU stream where there is no GPU)."""

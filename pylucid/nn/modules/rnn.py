@@ -1,17 +1,18 @@
 """Recurrent layers, as in ``torch.nn``: ``RNN``, ``LSTM``, ``GRU`` and their one-step cells
 ``RNNCell``, ``LSTMCell``, ``GRUCell``.
 
-Each step is a composition of ops (``matmul``, ``sigmoid``, ``tanh``, ``relu``, ``split``,
-``stack``), so the gradients of every order are the ops' and every backend runs them. The
-parameters have PyTorch's names, shapes, gate orders and initialisation,
+The parameters have PyTorch's names, shapes, gate orders and initialisation,
 :math:`U(-1/\\sqrt{H}, 1/\\sqrt{H})`, so a PyTorch ``state_dict`` loads.
 
-The layers take a padded batch, an unbatched sequence or a
-:class:`~pylucid.nn.utils.rnn.PackedSequence` (then each sequence's state stops at its own
-last step, and the output is packed too). The time loop runs in Python, one step after the
-other. Each step reads its input as a slice, whose gradient (when the input needs one) is a
-zero-filled array of the whole input: a backward of ``L`` steps costs ``L`` such arrays,
-cheap beside the products for sequences up to a few hundred steps.
+A layer runs each of its layers and directions as one op over the whole sequence
+(:func:`pylucid.ops.recurrent.recurrent`: the time loop, forward and backward, inside the
+backend), between layers the dropout op. The cells are compositions of ops
+(:func:`~pylucid.ops.recurrent.lstm_cell` and the others: ``matmul``, ``sigmoid``,
+``tanh``, ``split``), and so are the layers where the fused op does not apply: a
+:class:`~pylucid.nn.utils.rnn.PackedSequence` (each sequence's state stops at its own last
+step, and the output is packed too), an LSTM with a projection (``proj_size``), float16 and
+bfloat16. Those run the time loop in Python, one cell after the other, each step reading
+its input as a slice.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from pylucid.nn import init
 from pylucid.nn.modules.module import Module
 from pylucid.nn.parameter import Parameter
 from pylucid.nn.utils.rnn import PackedSequence, packed_steps
-from pylucid.ops import relu, sigmoid, tanh
 from pylucid.ops.gathering import index_select
+from pylucid.ops.recurrent import gru_cell, lstm_cell, recurrent, rnn_cell
 from pylucid.ops.shape import concatenate, stack
 from pylucid.tensor import Tensor
 
@@ -42,44 +43,6 @@ def _kind(op: str, nonlinearity: str) -> str:
     if nonlinearity not in ("tanh", "relu"):
         raise ValueError(f"{op}: unknown nonlinearity {nonlinearity!r}; select 'tanh' or 'relu'")
     return "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-
-
-def _rnn_step(
-    mode: str, x: Tensor, h: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None,
-    b_hh: Tensor | None,
-) -> Tensor:  # fmt: skip
-    r""":math:`h' = \phi(W_{ih} x + b_{ih} + W_{hh} h + b_{hh})`, :math:`\phi` = tanh or relu."""
-    gates = F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh)
-    return tanh(gates) if mode == "RNN_TANH" else relu(gates)
-
-
-def _lstm_step(
-    x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None,
-    b_hh: Tensor | None, w_hr: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:  # fmt: skip
-    r"""One LSTM step, gates in the order i, f, g, o:
-    :math:`c' = \sigma(f) c + \sigma(i) \tanh(g)`, :math:`h' = \sigma(o) \tanh(c')`, then
-    :math:`h' W_{hr}^T` with a projection."""
-    gates = F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh)
-    i, f, g, o = gates.split(c.shape[-1], dim=-1)
-    c = sigmoid(f) * c + sigmoid(i) * tanh(g)
-    h = sigmoid(o) * tanh(c)
-    return (h if w_hr is None else h @ w_hr.mT), c
-
-
-def _gru_step(
-    x: Tensor, h: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None, b_hh: Tensor | None
-) -> Tensor:
-    r"""One GRU step, gates in the order r, z, n: :math:`r = \sigma(W_{ir} x + b_{ir} +
-    W_{hr} h + b_{hr})`, :math:`z` alike, :math:`n = \tanh(W_{in} x + b_{in} + r (W_{hn} h +
-    b_{hn}))`, :math:`h' = (1 - z) n + z h`."""
-    size = h.shape[-1]
-    x_r, x_z, x_n = F.linear(x, w_ih, b_ih).split(size, dim=-1)
-    h_r, h_z, h_n = F.linear(h, w_hh, b_hh).split(size, dim=-1)
-    r = sigmoid(x_r + h_r)
-    z = sigmoid(x_z + h_z)
-    n = tanh(x_n + r * h_n)
-    return n + z * (h - n)
 
 
 def _check_size(op: str, label: str, x: Tensor, expected: tuple[int, ...]) -> None:
@@ -272,42 +235,82 @@ class RNNBase(Module):
     ) -> list[Tensor]:
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
         if self.mode == "LSTM":
-            return list(_lstm_step(x, state[0], state[1], w_ih, w_hh, b_ih, b_hh, w_hr))
+            return list(lstm_cell(x, state[0], state[1], w_ih, w_hh, b_ih, b_hh, w_hr))
         if self.mode == "GRU":
-            return [_gru_step(x, state[0], w_ih, w_hh, b_ih, b_hh)]
-        return [_rnn_step(self.mode, x, state[0], w_ih, w_hh, b_ih, b_hh)]
+            return [gru_cell(x, state[0], w_ih, w_hh, b_ih, b_hh)]
+        return [rnn_cell(x, state[0], w_ih, w_hh, b_ih, b_hh, self.mode[4:].lower())]
+
+    def _fused(self, sequence: Tensor, states: Sequence[Tensor]) -> tuple[Tensor, list[Tensor]]:
+        """The loop over layers and directions with one op per layer and direction over the
+        whole ``sequence`` (:func:`~pylucid.ops.recurrent.recurrent`): the last layer's
+        output and the final states (``h_n`` the output at the direction's last step, an
+        LSTM's ``c_n`` the op's extra step)."""
+        directions = 2 if self.bidirectional else 1
+        steps = sequence.shape[1 if self.batch_first else 0]
+        lstm = self.mode == "LSTM"
+        finals: list[list[Tensor]] = [[] for _ in states]
+        for layer in range(self.num_layers):
+            if layer and self.training and self.dropout > 0:
+                sequence = F.dropout(sequence, self.dropout)
+            outputs = []
+            for direction in range(directions):
+                index = layer * directions + direction
+                w_ih, w_hh, b_ih, b_hh, _ = self._layer_weights(layer, direction)
+                if b_ih is None:
+                    b_ih = b_hh = zeros(w_hh.shape[0], dtype=w_hh.dtype, device=w_hh.device)
+                out = recurrent(
+                    self.mode, sequence, states[0][index], states[1][index] if lstm else None,
+                    w_ih, w_hh, b_ih, b_hh, reverse=bool(direction),
+                    batch_first=self.batch_first,
+                )  # fmt: skip
+                last = 0 if direction else steps - 1
+                if self.batch_first:
+                    ys, h_n = (out[:, :steps], out[:, last]) if lstm else (out, out[:, last])
+                else:
+                    ys, h_n = (out[:steps], out[last]) if lstm else (out, out[last])
+                finals[0].append(h_n)
+                if lstm:
+                    finals[1].append(out[:, steps] if self.batch_first else out[steps])
+                outputs.append(ys)
+            sequence = outputs[0] if directions == 1 else concatenate(outputs, axis=-1)
+        return sequence, [stack(kept) for kept in finals]
 
     def _forward(
         self, sequence: Tensor | PackedSequence, hx: Tensor | None, cx: Tensor | None = None
     ) -> tuple[Tensor | PackedSequence, list[Tensor]]:
-        """``(output, final states)`` for a batched, unbatched or packed ``sequence``."""
+        """``(output, final states)`` for a batched, unbatched or packed ``sequence``: one
+        op per layer and direction (:meth:`_fused`), or the loop over steps of the cells
+        (:meth:`_run`) for a packed sequence, an LSTM's projection and half precision."""
         batched = self._check_input(sequence)
         packed = isinstance(sequence, PackedSequence)
         if packed:
             sizes = packed_steps(sequence)
-            xs, batch = list(sequence.data.split(sizes)), sizes[0]
-            like = sequence.data
+            batch, like = sizes[0], sequence.data
         else:
-            if not batched:
-                sequence = sequence.unsqueeze(1)
+            if not batched:  # (as PyTorch: a batch of one, batch_first or not)
+                sequence = sequence.unsqueeze(0 if self.batch_first else 1)
             axis = 1 if self.batch_first else 0
             steps, batch = sequence.shape[axis], sequence.shape[1 - axis]
-            xs = [sequence[:, t] if self.batch_first else sequence[t] for t in range(steps)]
-            sizes, like = [batch] * steps, sequence
+            like = sequence
         out_size = self.proj_size or self.hidden_size
         states = [self._initial("h0", hx, batched, batch, out_size, like)]
         if self.mode == "LSTM":
             states.append(self._initial("c0", cx, batched, batch, self.hidden_size, like))
         if packed and sequence.sorted_indices is not None:  # hx is in the original order
             states = [index_select(s, 1, sequence.sorted_indices) for s in states]
-        ys, finals = self._run(xs, sizes, states)
         if packed:
+            ys, finals = self._run(list(sequence.data.split(sizes)), sizes, states)
             if sequence.unsorted_indices is not None:
                 finals = [index_select(s, 1, sequence.unsorted_indices) for s in finals]
             return sequence._replace(data=concatenate(ys)), finals
-        output = stack(ys, axis=1 if self.batch_first else 0)
+        if self.proj_size or like.dtype.is_half:
+            xs = [sequence[:, t] if self.batch_first else sequence[t] for t in range(steps)]
+            ys, finals = self._run(xs, [batch] * steps, states)
+            output = stack(ys, axis=axis)
+        else:
+            output, finals = self._fused(sequence, states)
         if not batched:
-            return output.squeeze(1), [s.squeeze(1) for s in finals]
+            return output.squeeze(axis ^ 1), [s.squeeze(1) for s in finals]
         return output, finals
 
     def extra_repr(self) -> str:
@@ -512,14 +515,14 @@ class RNNCell(RNNCellBase):
         self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
         device: str | None = None, dtype: Any = None,
     ) -> None:  # fmt: skip
-        mode = _kind("RNNCell", nonlinearity)
+        _kind("RNNCell", nonlinearity)  # (refuses an unknown one before the parameters)
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
-        self.nonlinearity, self._mode = nonlinearity, mode
+        self.nonlinearity = nonlinearity
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:  # noqa: A002
         batched = self._batched(input)
         x = input if batched else input.unsqueeze(0)
-        h = _rnn_step(self._mode, x, self._state("hx", hx, input), *self._weights())
+        h = rnn_cell(x, self._state("hx", hx, input), *self._weights(), self.nonlinearity)
         return h if batched else h.squeeze(0)
 
     def extra_repr(self) -> str:
@@ -540,7 +543,7 @@ class GRUCell(RNNCellBase):
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:  # noqa: A002
         batched = self._batched(input)
         x = input if batched else input.unsqueeze(0)
-        h = _gru_step(x, self._state("hx", hx, input), *self._weights())
+        h = gru_cell(x, self._state("hx", hx, input), *self._weights())
         return h if batched else h.squeeze(0)
 
 
@@ -564,7 +567,7 @@ class LSTMCell(RNNCellBase):
             raise TypeError(f"LSTMCell: hx must be a tuple (h, c), got {type(hx).__name__}")
         h, c = (None, None) if hx is None else hx
         x = input if batched else input.unsqueeze(0)
-        h, c = _lstm_step(
+        h, c = lstm_cell(
             x, self._state("h", h, input), self._state("c", c, input), *self._weights()
         )
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
