@@ -52,8 +52,10 @@ def _expected_dtype(node: pl.graph.Node, lowered: pl.DType) -> pl.DType:
     """The dtype a node's output must have inside autocast(lowered), by its policy."""
     if isinstance(node, pl.ops.ToDtypeBackward):
         return node.target  # an explicit conversion is never changed
-    natural = node.input_dtypes[0]
-    for d in node.input_dtypes[1:]:
+    labels = type(node).input_labels(len(node.input_dtypes))
+    promoted = [d for n, d in zip(labels, node.input_dtypes) if n not in node.uncast_inputs]
+    natural = promoted[0]  # (an uncast input - where's condition - keeps its dtype)
+    for d in promoted[1:]:
         natural = promote_types(natural, d)
     policy = node.schema_v1.amp_policy
     if natural is pl.float64:

@@ -85,7 +85,7 @@ OP_ULPS: dict[str, int] = {
 #: gradients are sums of products, or of deviations from a mean).
 NORMWISE = frozenset(
     {"sum", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "matmul", "cross_entropy"}
-    | {"conv2d", "avg_pool2d", "adaptive_avg_pool2d", "layer_norm"}
+    | {"conv2d", "avg_pool2d", "adaptive_avg_pool2d", "layer_norm", "batch_norm"}
 )
 #: The normwise bound, in ULP of the tensor's scale: a sum of up to 24 terms rounds up to
 #: 24 times on either side, in different orders.
@@ -665,6 +665,52 @@ def _layer_norm_wide(o: Outcome) -> list[np.ndarray]:
         return [v.astype(o.dtype.numpy) for v in values]
 
 
+def _batch_norm_in_range(o: Outcome, index: int) -> np.ndarray:
+    """Where batch_norm's value (``index``: of :func:`_batch_norm_wide`) comes from a
+    channel whose variance float64 holds (pylucid's statistics are then those of extended
+    precision, rounded), broadcast to the value's shape."""
+    x = o.case.arrays[0].astype(np.longdouble)
+    axes = (0, *range(2, x.ndim))
+    with np.errstate(all="ignore"):
+        var = ((x - x.mean(axis=axes, keepdims=True)) ** 2).mean(axis=axes, keepdims=True)
+    fits = var < 1e300
+    return np.broadcast_to(fits, x.shape) if index < 2 else fits.reshape(-1)
+
+
+def _batch_norm_beyond_range(o: Outcome, index: int) -> np.ndarray:
+    """Where batch_norm's value comes from a channel of finite values whose variance is
+    beyond float64's range (inf there: ``rstd`` 0)."""
+    x = o.case.arrays[0]
+    finite = np.isfinite(x).all(axis=(0, *range(2, x.ndim)), keepdims=True)
+    finite = np.broadcast_to(finite, x.shape) if index < 2 else finite.reshape(-1)
+    return finite & ~_batch_norm_in_range(o, index)
+
+
+def _batch_norm_limit(o: Outcome, index: int) -> np.ndarray:
+    """batch_norm's value where ``rstd`` is 0: the bias (forward), 0 (the gradients)."""
+    x, _, b = o.case.arrays
+    if index == 0:
+        return np.broadcast_to(b.reshape((1, -1) + (1,) * (x.ndim - 2)), x.shape)
+    return np.zeros(x.shape if index == 1 else b.shape)
+
+
+def _batch_norm_wide(o: Outcome) -> list[np.ndarray]:
+    """batch_norm's output and gradients (of input, weight, bias) in x87 extended precision,
+    rounded to the dtype (the record's: training, the batch's statistics)."""
+    x, w, b = (a.astype(np.longdouble) for a in o.case.arrays)
+    g = _upstream(x.shape, o.case.ones).astype(np.longdouble)
+    axes, channel = (0, *range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+    w, b = w.reshape(channel), b.reshape(channel)
+    with np.errstate(all="ignore"):
+        centred = x - x.mean(axis=axes, keepdims=True)
+        rstd = 1 / np.sqrt((centred * centred).mean(axis=axes, keepdims=True) + 1e-5)
+        xhat = centred * rstd
+        inner = g - g.mean(axis=axes, keepdims=True)
+        dx = w * rstd * (inner - xhat * (g * xhat).mean(axis=axes, keepdims=True))
+        values = [xhat * w + b, dx, (g * xhat).sum(axis=axes), g.sum(axis=axes)]
+        return [v.astype(o.dtype.numpy) for v in values]
+
+
 def _padding_taps_skipped(o: Outcome) -> np.ndarray:
     """The record's conv2d without the products of the weight with the zero padding (an
     inf or nan weight makes no nan where it meets only the padding), in float64."""
@@ -778,6 +824,34 @@ DEVIATIONS: dict[str, list[Deviation]] = {
             "to +-inf, where PyTorch gives nan (inf - inf)",
         )
         for index, which in enumerate(("forward", 0, 1, 2))
+    ],
+    "batch_norm": [
+        Deviation(
+            which,
+            lambda o, index=index: ~np.isnan(_batch_norm_wide(o)[index])
+            & _batch_norm_in_range(o, index),
+            lambda o, index=index: _batch_norm_wide(o)[index],
+            "the expected values are those in extended precision (as for layer_norm): pylucid "
+            "computes float32 in float64 and forms the variance from the deviations, where "
+            "PyTorch's float32 variance overflows or cancels, and its x (rstd w) - mean "
+            "(rstd w) cancels for large means (a constant channel of 1e300: 1e286, not b), "
+            "overflows to inf or gives nan (inf - inf) for a huge or infinite weight, where "
+            "pylucid forms (x - mean) rstd w",
+        )
+        for index, which in enumerate(("forward", 0, 1, 2))
+    ]
+    + [
+        Deviation(
+            which,
+            lambda o, index=index: _batch_norm_beyond_range(o, index),
+            lambda o, index=index: _batch_norm_limit(o, index),
+            "a channel of finite values whose variance is beyond float64's range (1e308 "
+            "beside 0) has the variance inf in pylucid's float64 statistics, so rstd 0: the "
+            "output is the bias and the gradients 0, the limit as the variance grows; "
+            "PyTorch's overflowing sums give nan",
+            signless=True,
+        )
+        for index, which in enumerate(("forward", 0, 1))
     ],
     "sinh": [
         Deviation(

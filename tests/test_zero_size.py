@@ -257,6 +257,10 @@ BY_DEFINITION: dict[str, str] = {
         "a convolution of 0 input channels is zeros of (N, O, OH, OW); PyTorch's shortcut "
         "for empty inputs returns (N, 0, OH, OW), whatever the weight's O"
     ),
+    "batch_norm-(5, 0)x(0,)x(0,)": (
+        "batch normalisation of 0 channels is an empty (N, 0) result; PyTorch's affine "
+        "batch_norm indexes the empty weight (IndexError)"
+    ),
 }
 
 

@@ -501,6 +501,24 @@ class Backend(Protocol):
         """The gradients ``(dx, dw, db)`` of :meth:`layer_norm`, as ``(rows, size)``,
         ``(size,)`` and ``(size,)``."""
 
+    def batch_norm_stats(self, x: Storage, dtype: DType) -> Storage:
+        """The ``(2, C)`` float64 mean and biased variance of each channel (axis 1) of
+        ``x``, over every other axis."""
+
+    def batch_norm(
+        self, x: Storage, w: Storage, b: Storage, stats: Storage, eps: float, dtype: DType
+    ) -> Storage:
+        """``(x - mean) / sqrt(var + eps) * w + b`` per channel of ``x`` with the ``(2, C)``
+        ``stats`` (mean, var); ``w`` and ``b`` ``(C,)``, or 0-d for every channel."""
+
+    def batch_norm_backward(
+        self, x: Storage, w: Storage, stats: Storage, g: Storage, eps: float, training: bool,
+        input_grad: bool, affine_grads: bool, dtype: DType,
+    ) -> tuple[Storage | None, Storage, Storage]:  # fmt: skip
+        """The gradients ``(dx, dw, db)`` of :meth:`batch_norm`, the ``stats`` those of
+        ``x`` (``training``) or constants; ``dx`` None unless ``input_grad``, ``dw`` and
+        ``db`` ``(C,)`` (needed only where ``training`` or ``affine_grads``)."""
+
     # -- recurrent ---------------------------------------------------------------------------
     def recurrent(
         self, mode: str, x: Storage, h0: Storage, c0: Storage | None, w_ih: Storage,

@@ -1,4 +1,4 @@
-"""Op records of the layers: convolution, pooling and layer normalisation.
+"""Op records of the layers: convolution, pooling, layer and batch normalisation.
 
 Each record fixes one geometry that exercises the options (stride, padding, dilation and
 groups of conv2d; stride and padding of the pools; an affine layer_norm); the references
@@ -6,7 +6,7 @@ are direct float64 NumPy loops over the kernel taps. ``tests/test_layers.py`` co
 other options against PyTorch. Forward tolerances in float32: the sums of products of
 conv2d (up to 12 terms of magnitude ~1) and of the averages carry a few ULPs of float32
 rounding; layer_norm's ``1 / sqrt(var + eps)`` amplifies the rounding of inputs near the
-mean, hence 1e-5.
+mean, hence 1e-5 (batch_norm's likewise).
 """
 
 from __future__ import annotations
@@ -124,6 +124,21 @@ def _torch_layer_norm(x, w, b):  # noqa: ANN001, ANN202
     return torch_module().nn.functional.layer_norm(x, tuple(w.shape), w, b)
 
 
+def _batch_norm(x: pl.Tensor, w: pl.Tensor, b: pl.Tensor) -> pl.Tensor:
+    return _F.batch_norm(x, None, None, w, b, training=True)
+
+
+def _batch_norm_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    axes, channel = (0, *range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+    centred = x - x.mean(axis=axes, keepdims=True)
+    var = (centred**2).mean(axis=axes, keepdims=True)
+    return centred / np.sqrt(var + 1e-5) * w.reshape(channel) + b.reshape(channel)
+
+
+def _torch_batch_norm(x, w, b):  # noqa: ANN001, ANN202
+    return torch_module().nn.functional.batch_norm(x, None, None, w, b, training=True)
+
+
 RECORDS: tuple[OpInfo, ...] = (
     OpInfo(
         "conv2d",
@@ -168,5 +183,15 @@ RECORDS: tuple[OpInfo, ...] = (
         rtol=1e-5,
         atol=1e-5,
         torch=_torch_layer_norm,
+    ),
+    OpInfo(
+        "batch_norm",
+        _batch_norm,
+        _batch_norm_reference,
+        (uniform(-2, 2), uniform(0.5, 1.5), uniform(-1, 1)),
+        (((4, 3, 5), (3,), (3,)), ((3, 2, 3, 4), (2,), (2,)), ((5, 4), (4,), (4,))),
+        rtol=1e-5,
+        atol=1e-5,
+        torch=_torch_batch_norm,
     ),
 )

@@ -4,8 +4,12 @@ Public: layer_norm, batch_norm (in :mod:`pylucid.nn.functional`).
 
 ``layer_norm`` is one op with its own kernels (:class:`LayerNormBackward`: on the CPU a
 Numba row kernel forward and one backward computing the three gradients). ``batch_norm``
-is a composition of ops (mean, var, rsqrt, multiply-add), whose gradients are those of the
-ops; in training it also updates the running statistics in place, as PyTorch does.
+is one op too (:class:`BatchNormBackward`: on the CPU Numba channel kernels, a forward
+pass and a two-pass backward), normalising by per-channel statistics it takes as an input:
+in training those of the batch, from the internal op ``batch_norm_stats``
+(:class:`BatchNormStatsBackward`, float64, computed once and saved for the backward), which
+also update the running statistics in place, as PyTorch does; in evaluation the running
+ones.
 """
 
 from __future__ import annotations
@@ -15,15 +19,27 @@ from collections.abc import Sequence
 from typing import Any
 
 from pylucid.backends.base import Backend, Shape
-from pylucid.dtypes import DType
+from pylucid.dtypes import DType, float64
 from pylucid.factories import ones, zeros
 from pylucid.graph.grad_mode import no_grad
 from pylucid.ops.base import Op
 from pylucid.ops.schema import AmpPolicy, OpSchema
-from pylucid.ops.wrapping import require_tensor
+from pylucid.ops.shape import stack
+from pylucid.ops.wrapping import lift, require_tensor
 from pylucid.tensor import Tensor
 
-__all__ = ["LayerNormBackward", "batch_norm", "layer_norm"]
+__all__ = [
+    "BatchNormBackward",
+    "BatchNormStatsBackward",
+    "LayerNormBackward",
+    "batch_norm",
+    "layer_norm",
+]
+
+
+def _require_floating(op: str, dtype: DType) -> None:
+    if not dtype.is_floating_point:
+        raise TypeError(f"{op}: expected a floating-point input, got {dtype.name}")
 
 
 class LayerNormBackward(Op):
@@ -69,9 +85,7 @@ class LayerNormBackward(Op):
 
     @classmethod
     def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
-        x = dtypes[0]
-        if not x.is_floating_point:
-            raise TypeError(f"layer_norm: expected a floating-point input, got {x.name}")
+        _require_floating(cls.schema_v1.name, dtypes[0])
         return super().compute_dtype(dtypes)
 
     @staticmethod
@@ -147,6 +161,135 @@ def _channel_shape(x: Tensor) -> tuple[int, ...]:
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
 
+class BatchNormStatsBackward(Op):
+    """The internal op ``batch_norm_stats``: the ``(2, C)`` float64 mean and biased variance
+    of each channel of an ``(N, C, ...)`` input, over every axis but 1 (on the CPU the
+    corrected two-pass algorithm in float64: exact for data of any mean). Not
+    differentiable: :class:`BatchNormBackward` differentiates through it. AMP: FORCE_FP32."""
+
+    schema_v1 = OpSchema(
+        name="batch_norm_stats",
+        amp_policy=AmpPolicy.FORCE_FP32,
+        differentiable=False,
+        internal=True,
+    )
+    input_names = ("input",)
+
+    @classmethod
+    def output_shape(cls, shapes: Sequence[Shape], **params: Any) -> Shape:
+        return (2, shapes[0][1])
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
+        _require_floating(cls.schema_v1.name, dtypes[0])
+        return super().compute_dtype(dtypes)
+
+    @classmethod
+    def result_dtype(cls, compute_dtype: DType) -> DType:
+        return float64
+
+    @staticmethod
+    def dispatch(be: Backend, x: Any, shape: Shape, dtype: DType) -> Any:
+        return be.batch_norm_stats(x, dtype)
+
+
+class BatchNormBackward(Op):
+    r"""Autograd node of batch normalisation of an ``(N, C, ...)`` input per channel by the
+    ``(2, C)`` ``stats`` (mean, biased variance); saves ``input``, ``weight`` and ``stats``.
+    ``weight`` and ``bias`` are ``(C,)``, or 0-d for one value for every channel (1 and 0
+    where :func:`batch_norm` is given None).
+
+    With the channel's :math:`\mu` and :math:`\sigma^2`,
+    :math:`r = (\sigma^2 + \varepsilon)^{-1/2}` and :math:`\hat x = (x - \mu) r`:
+
+    .. math::
+        y = \hat x\, w + b, \qquad
+        \frac{\partial L}{\partial x} = w r \left(g - \overline{g} - \hat x\,
+        \overline{g \hat x}\right), \qquad
+        \frac{\partial L}{\partial w} = \sum g \hat x, \qquad
+        \frac{\partial L}{\partial b} = \sum g
+
+    (bars: means, and sums, over the channel's :math:`N \cdot \prod` spatial values). That
+    is the gradient in ``training``, where ``stats`` are the batch's own
+    (:class:`BatchNormStatsBackward` of ``input``: an input of the op only to carry them,
+    computed once, and differentiated through here); in evaluation they are constants (the
+    running statistics) and :math:`\partial L / \partial x = w r g`. ``stats`` gets no
+    gradient, as PyTorch's running statistics. AMP: FORCE_FP32, as on PyTorch's autocast
+    list.
+    """
+
+    schema_v1 = OpSchema(
+        name="batch_norm",
+        amp_policy=AmpPolicy.FORCE_FP32,
+        input_arity=4,
+        saved=("input", "weight", "stats"),
+    )
+    input_names = ("input", "weight", "bias", "stats")
+    uncast_inputs = frozenset({"stats"})
+
+    @classmethod
+    def output_shape(cls, shapes: Sequence[Shape], *, eps: float, training: bool) -> Shape:
+        x, w, b, stats = shapes
+        channels = x[1]
+        for name, shape in (("weight", w), ("bias", b)):
+            if tuple(shape) not in ((channels,), ()):
+                raise ValueError(
+                    f"batch_norm: {name} of shape {tuple(shape)} does not fit {channels} "
+                    f"channels of the input of shape {tuple(x)}: expected ({channels},)"
+                )
+        if tuple(stats) != (2, channels):
+            raise ValueError(f"batch_norm: stats of shape {tuple(stats)}, expected (2, {channels})")
+        return tuple(x)
+
+    @classmethod
+    def compute_dtype(cls, dtypes: Sequence[DType], **params: Any) -> DType:
+        _require_floating(cls.schema_v1.name, dtypes[0])
+        return super().compute_dtype(dtypes[:3])  # (the stats keep their own dtype)
+
+    @staticmethod
+    def dispatch(
+        be: Backend,
+        x: Any,
+        w: Any,
+        b: Any,
+        stats: Any,
+        shape: Shape,
+        dtype: DType,
+        eps: float,
+        training: bool,
+    ) -> Any:
+        return be.batch_norm(x, w, b, stats, eps, dtype)
+
+    def grad_formula(self, g: Any) -> tuple[Any, Any, Any, None]:
+        needs_x, needs_w, needs_b, _ = self.needs_input_grad
+        dx, dw, db = self.backend.batch_norm_backward(
+            self.saved["input"], self.saved["weight"], self.saved["stats"], g, self.eps,
+            self.training, needs_x, needs_w or needs_b, self.dtype,
+        )  # fmt: skip
+        return dx, dw if needs_w else None, db if needs_b else None, None
+
+    def grad_graph(self, g: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:
+        x, w = self.saved_tensor("input"), self.saved_tensor("weight")
+        broadcast = _channel_shape(x)
+        axes = (0, *range(2, x.ndim))
+        w = w.reshape(broadcast) if w.ndim else w
+        if self.training:
+            centred = x - x.mean(axis=axes, keepdims=True)
+            var = (centred * centred).mean(axis=axes, keepdims=True)
+        else:
+            stats = self.saved_tensor("stats")
+            centred = x - stats[0].reshape(broadcast)
+            var = stats[1].reshape(broadcast)
+        rstd = (var + self.eps).rsqrt()
+        xhat = centred * rstd
+        if self.training:
+            inner = g - g.mean(axis=axes, keepdims=True)
+            dx = w * rstd * (inner - xhat * (g * xhat).mean(axis=axes, keepdims=True))
+        else:
+            dx = g * w * rstd
+        return dx, (g * xhat).sum(axis=axes), g.sum(axis=axes), None
+
+
 def batch_norm(
     input: Tensor,  # noqa: A002  (PyTorch's name)
     running_mean: Tensor | None,
@@ -158,7 +301,7 @@ def batch_norm(
     eps: float = 1e-5,
 ) -> Tensor:
     r"""Batch normalisation of ``(N, C, ...)`` ``input`` per channel, as
-    ``torch.nn.functional.batch_norm``.
+    ``torch.nn.functional.batch_norm``; see :class:`BatchNormBackward`.
 
     In training it normalises by the batch's mean and biased variance over every axis but
     1, and updates ``running_mean`` and ``running_var`` (where given) in place, without
@@ -182,48 +325,43 @@ def batch_norm(
                     f"batch_norm: {name} of shape {t.shape} does not fit {channels} channels "
                     f"of the input of shape {input.shape}: expected ({channels},)"
                 )
-    broadcast = _channel_shape(input)
     if not training and (running_mean is None or running_var is None):
         raise ValueError(
             "batch_norm: running_mean and running_var must be given when not training "
             "(training=False normalises by them)"
         )
     if training:
-        axes = (0, *range(2, input.ndim))
         count = input.numel() // channels if channels else 0
         if count == 1:
             raise ValueError(
                 f"batch_norm: expected more than 1 value per channel when training, got "
                 f"input of shape {input.shape}"
             )
-        mean = input.mean(axis=axes, keepdims=True)
-        centred = input - mean
-        var = (centred * centred).mean(axis=axes, keepdims=True)
+        stats = BatchNormStatsBackward.apply(input)
         if count:  # (an empty batch leaves the running statistics as they are, as PyTorch)
-            _update_running(running_mean, running_var, mean, var, count, momentum)
+            _update_running(running_mean, running_var, stats, count, momentum)
     else:
-        mean, var = running_mean.reshape(broadcast), running_var.reshape(broadcast)
-        centred = input - mean
-    out = centred * (var + eps).rsqrt()
-    if weight is not None:
-        out = out * weight.reshape(broadcast)
-    if bias is not None:
-        out = out + bias.reshape(broadcast)
-    return out
+        stats = stack((running_mean, running_var))
+    weight = lift("batch_norm", "weight", 1.0, input) if weight is None else weight
+    bias = lift("batch_norm", "bias", 0.0, input) if bias is None else bias
+    return BatchNormBackward.apply(
+        input, weight, bias, stats, eps=float(eps), training=bool(training)
+    )
 
 
 def _update_running(
     running_mean: Tensor | None,
     running_var: Tensor | None,
-    mean: Tensor,
-    var: Tensor,
+    stats: Tensor,
     count: int,
     momentum: float,
 ) -> None:
+    """``running = (1 - momentum) running + momentum batch`` in place, from the float64
+    ``(2, C)`` batch ``stats`` (the variance made unbiased in float64)."""
     with no_grad():
         if running_mean is not None:
-            batch = mean.detach().reshape(running_mean.shape).to(running_mean.dtype)
+            batch = stats[0].to(running_mean.dtype)
             running_mean.mul_(1.0 - momentum).add_(batch * momentum)
         if running_var is not None:
-            unbiased = var.detach().reshape(running_var.shape) * (count / (count - 1))
-            running_var.mul_(1.0 - momentum).add_(unbiased.to(running_var.dtype) * momentum)
+            unbiased = (stats[1] * (count / (count - 1))).to(running_var.dtype)
+            running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
