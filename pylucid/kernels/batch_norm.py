@@ -40,11 +40,12 @@ import math
 
 import numba
 import numpy as np
-from numba.core import types
-from numba.extending import overload, register_jitable
+from numba.extending import register_jitable
 
 from pylucid.kernels.jit import njit
+from pylucid.kernels.normalization import _split
 from pylucid.kernels.parallel import parallel_threshold
+from pylucid.kernels.reduction import _as_dtype
 from pylucid.kernels.simd_math import _fma
 
 __all__ = [
@@ -65,34 +66,6 @@ _JIT = {"cache": True, "error_model": "numpy", "nogil": True}
 #: The float64 sums may be reassociated - and so vectorised - by LLVM: their rounding in
 #: any order is far below float32's ("reassoc" only: inf and nan are kept).
 _SUMS = {**_JIT, "fastmath": {"reassoc"}}
-
-
-def _split(v, like):
-    """``(hi, lo)`` in ``like``'s dtype with ``hi + lo`` = the float64 ``v`` to 2**-48
-    (float32), or ``(v, 0)`` (float64)."""
-
-
-@overload(_split, inline="always")
-def _split_typed(v, like):
-    if like.dtype == types.float32:
-
-        def split(v, like):
-            hi = np.float32(v)
-            return hi, np.float32(v - hi)
-
-        return split
-    return lambda v, like: (v, 0.0)
-
-
-def _rounded(v, like):
-    """The float64 ``v`` rounded to ``like``'s dtype."""
-
-
-@overload(_rounded, inline="always")
-def _rounded_typed(v, like):
-    if like.dtype == types.float32:
-        return lambda v, like: np.float32(v)
-    return lambda v, like: v
 
 
 # -- planes: S >= _PLANE_MIN -------------------------------------------------------------------
@@ -336,7 +309,7 @@ def _forward_range(x, mean, var, w, b, eps, c0, c1, out):
         hi, lo = _split(mean[c], x)
         if per >= _PLANE_MIN:
             if not wide[c - c0]:
-                _plane_affine(x, c, hi, lo, _rounded(a, x), _rounded(b[c], x), out)
+                _plane_affine(x, c, hi, lo, _as_dtype(a, x), _as_dtype(b[c], x), out)
             continue
         for j in range((c - c0) * per, (c - c0 + 1) * per):
             coef[0, j], coef[1, j], coef[2, j], coef[3, j] = hi, lo, a, b[c]
@@ -393,7 +366,7 @@ def _backward_range(x, g, mean, var, w, eps, training, sums, c0, c1, dx, dw, db)
         if not dx.size or wide[k]:
             continue
         hi, lo = _split(mean[c], x)
-        ar, br, cr = _rounded(a, x), _rounded(b, x), _rounded(c_0, x)
+        ar, br, cr = _as_dtype(a, x), _as_dtype(b, x), _as_dtype(c_0, x)
         if per >= _PLANE_MIN:
             if training:
                 _plane_input_grad(x, g, c, hi, lo, ar, br, cr, dx)

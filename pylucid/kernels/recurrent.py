@@ -16,10 +16,6 @@ composed step (one op per sum and product) rounds: the same formulas, the same r
 
 from __future__ import annotations
 
-import numpy as np
-from numba.core import types
-from numba.extending import overload
-
 from pylucid.kernels.elementwise_math import (
     relu,
     relu_grad,
@@ -29,6 +25,7 @@ from pylucid.kernels.elementwise_math import (
     tanh_grad,
 )
 from pylucid.kernels.jit import njit
+from pylucid.kernels.reduction import _as_dtype
 
 __all__ = [
     "gru_step",
@@ -40,17 +37,6 @@ __all__ = [
 ]
 
 _JIT = {"cache": True, "error_model": "numpy", "nogil": True}
-
-
-def _rounded(v, like):
-    """``v`` rounded to the dtype of the array ``like`` (float32), or ``v`` (float64)."""
-
-
-@overload(_rounded, inline="always")
-def _rounded_typed(v, like):
-    if like.dtype == types.float32:
-        return lambda v, like: np.float32(v)
-    return lambda v, like: v
 
 
 # Each gate's activations run in a loop of their own over the row's contiguous slice (no
@@ -75,7 +61,7 @@ def lstm_step(gx, gh, b_hh, h_prev, c_prev, act, c, h, h_saved):  # noqa: ANN001
             h_saved[b, j] = h_prev[b, j]
             cell = act[b, size + j] * c_prev[b, j] + act[b, j] * act[b, 2 * size + j]
             c[b, j] = cell
-            h[b, j] = act[b, 3 * size + j] * _rounded(tanh(cell), c)
+            h[b, j] = act[b, 3 * size + j] * _as_dtype(tanh(cell), c)
 
 
 @njit(**_JIT)
