@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 import time
@@ -12,6 +13,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from pylucid import memory
 from pylucid.amp.autocast import autocast_dtype
 from pylucid.backends import registry
 from pylucid.compat import differs
@@ -141,7 +143,10 @@ class CompiledFunction:
         if any(t._backend is not backend for t in tensors):
             return self._eager("its tensors are not all on the numba backend, nor all on "
                                "the mlx one", args, kwargs)  # fmt: skip
-        return self._capture(key, backend, tensors, args, kwargs)
+        result = self._capture(key, backend, tensors, args, kwargs)
+        if self._captured.get(key) != "warmup":  # (after a warm-up the next call captures)
+            _release_capture_memory()
+        return result
 
     def _recapture(self, reason: str, stacklevel: int = 4) -> bool:
         """Count a capture made again (``reason``: what failed); whether the function has
@@ -293,6 +298,33 @@ class CompiledFunction:
                 f"{error}); this call ran eagerly to its end. This is a limit or a bug of "
                 f"pylucid's compiler: run the step eagerly (fallback='eager') and report it"
             ) from error
+
+
+def _c_malloc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (glibc), or None where it has none."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # (another C library, or no dlopen(NULL))
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_MALLOC_TRIM = _c_malloc_trim()
+
+
+def _release_capture_memory() -> None:
+    """Give back to the system the memory a capture held: its trace kept every value of the
+    step alive at once until the plan was made (the step's whole size: 790 MiB for the
+    benchmark's GPT-small step, whose eager run has 255 MiB live at its peak), freed into
+    the pool of large buffers (:mod:`pylucid.memory`) and the C allocator's heap, which
+    kept it (glibc's threshold for mapping large blocks of their own rises as they are
+    freed, so later ones come from the heap). A replay takes none of it: its values live
+    in its arenas. Measured on that step: 994 MiB resident after the capture, 244 MiB after
+    this (about 30 ms)."""
+    memory.empty_cache()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def _function_reads(fn: Callable[..., Any]) -> list[tuple[str, Any, str]]:

@@ -30,13 +30,17 @@ plan decides, per call, one of:
   planned arrays, its result copied into the value's place (a graph break).
 
 Values that are computed get a place in one arena per dtype (a flat array, allocated once
-and reused by every replay); inputs and random draws too (copied in at each replay). The
-tensors a step reads by identity (parameters, optimizer state, gradients accumulated into)
-are passed to the compiled code as they are.
+and reused by every replay); inputs and random draws too (copied in at each replay). Places
+are reused by liveness: a value's memory goes to another once the last step that uses it (or
+a view of it) has run, never to one the same step writes; the values that escape a replay
+(its outputs, the gradients it leaves) have places of their own. Each place starts at a
+multiple of :data:`ALIGNMENT` bytes. The tensors a step reads by identity (parameters,
+optimizer state, gradients accumulated into) are passed to the compiled code as they are.
 """
 
 from __future__ import annotations
 
+import bisect
 import gc
 import math
 import sys
@@ -51,7 +55,7 @@ from pylucid.kernels import blas
 from pylucid.ops.wrapping import is_lifted_number
 from pylucid.tensor import Tensor
 
-__all__ = ["Plan", "Step", "fortran_place", "owning_tensor", "plan"]
+__all__ = ["ALIGNMENT", "Plan", "Step", "fortran_place", "owning_tensor", "plan"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -521,11 +525,131 @@ def _store(p: Plan) -> None:
             outside = [w for w in readers.get(index, ()) if w != ("g", own)]
             if own is None or outside or index in escaping or index in p.written:
                 p.stored.add(index)
-    for index in sorted(p.stored, key=p.rank.__getitem__):
+    _place(p, _lifetimes(p))
+
+
+#: Bytes every place in an arena starts at a multiple of (a cache line: no vector load of a
+#: loop straddles two lines at a place's start); the arenas start so aligned too
+#: (:func:`pylucid.compiler.program.aligned_arena`).
+ALIGNMENT = 64
+#: The lifetime's end of the values that escape a replay: after every step.
+_FOREVER = sys.maxsize
+
+
+def _run_times(p: Plan) -> list[int | None]:
+    """Per step, when a replay runs it: the checks first (-1: before anything else), the
+    others in order, the loops of one fused nest at one time (they run together, element by
+    element); None for the steps nothing runs for (views, aliases, constants)."""
+    times: list[int | None] = []
+    time, nest = -1, None
+    for step in p.steps:
+        if step.kind in ("view", "alias", "constant", "checked"):
+            times.append(None)
+        elif step.kind == "check":
+            times.append(-1)
+        elif step.kind == "loop" and step.group == nest:
+            times.append(time)
+        else:
+            time += 1
+            nest = step.group if step.kind == "loop" else None
+            times.append(time)
+    return times
+
+
+def _lifetimes(p: Plan) -> dict[int, tuple[int, int]]:
+    """Per stored value, the first and last times (:func:`_run_times`) a replay uses its
+    memory: the steps that write or read it or a view of it (an in-place write into it
+    too). Inputs and random draws start at -1 (copied in before any step runs); the values
+    that escape a replay (outputs, gradients it leaves: the caller holds them after it, and
+    a later replay of another trace may read them) live through the whole replay, so no
+    other value ever has their memory."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for step, time in zip(p.steps, _run_times(p)):
+        if time is None:
+            continue
+        for index in _appearances(step.call):
+            root = _root(p, index)
+            first[root] = min(first.get(root, time), time)
+            last[root] = max(last.get(root, time), time)
+    lifetimes = {}
+    for index in p.stored:
+        start = -1 if p.kinds[index] in ("input", "draw") else first.get(index, -1)
+        end = _FOREVER if index in p.escaping else last.get(index, start)
+        lifetimes[index] = (start, end)
+    return lifetimes
+
+
+class _Arena:
+    """The offsets of one arena's places, reused by liveness: a place is taken from the
+    free block that fits it most tightly, else at the arena's end (growing a free block
+    there); a place given back joins its free neighbours. Sizes are in elements, multiples
+    of the alignment's, so that every offset is aligned."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        #: (offset, size) of the free blocks, by offset
+        self.free: list[tuple[int, int]] = []
+
+    def take(self, size: int) -> int:
+        """The offset of a new place of ``size`` elements."""
+        fitting = [i for i, (_, free) in enumerate(self.free) if free >= size]
+        if fitting:
+            best = min(fitting, key=lambda i: self.free[i][1])
+            offset, free = self.free[best]
+            if free == size:
+                del self.free[best]
+            else:
+                self.free[best] = (offset + size, free - size)
+            return offset
+        if self.free and sum(self.free[-1]) == self.size:  # (a free block at the end grows)
+            offset = self.free.pop()[0]
+        else:
+            offset = self.size
+        self.size = offset + size
+        return offset
+
+    def give(self, offset: int, size: int) -> None:
+        """Free the place at ``offset`` (of ``size`` elements) for the values after it."""
+        at = bisect.bisect(self.free, (offset, size))
+        if at < len(self.free) and offset + size == self.free[at][0]:
+            size += self.free.pop(at)[1]
+        if at > 0 and sum(self.free[at - 1]) == offset:
+            offset, size = self.free[at - 1][0], self.free[at - 1][1] + size
+            at -= 1
+            del self.free[at]
+        self.free.insert(at, (offset, size))
+
+
+def _place(p: Plan, lifetimes: dict[int, tuple[int, int]]) -> None:
+    """The stored values' places in the arenas (one per dtype), by liveness: in the order
+    a replay runs, the values a step starts using take their places before the places of
+    the values whose last use it is are given back, so that a step never writes a value
+    over one it reads; two values share memory only where their lifetimes do not meet."""
+    arenas: dict[np.dtype, _Arena] = {}
+    events: list[tuple[int, int, int]] = []  # (time, 0 take / 1 give back, rank)
+    for index, (start, end) in lifetimes.items():
+        events.append((start, 0, p.rank[index]))
+        if end != _FOREVER:
+            events.append((end, 1, p.rank[index]))
+    by_rank = {p.rank[index]: index for index in lifetimes}
+    for _, give_back, rank in sorted(events):
+        index = by_rank[rank]
         array = p.array(index)
-        size = p.arena_sizes.get(array.dtype, 0)
-        p.places[index] = (array.dtype, size, array.shape, fortran_place(array))
-        p.arena_sizes[array.dtype] = size + max(1, math.prod(array.shape))
+        arena = arenas.setdefault(array.dtype, _Arena())
+        if give_back:
+            arena.give(p.places[index][1], _place_size(array))
+            continue
+        offset = arena.take(_place_size(array))
+        p.places[index] = (array.dtype, offset, array.shape, fortran_place(array))
+    p.arena_sizes.update((dtype, arena.size) for dtype, arena in arenas.items())
+
+
+def _place_size(array: np.ndarray) -> int:
+    """The elements of a value's place: at least one (a 0-d or empty value's too), rounded
+    up to a multiple of :data:`ALIGNMENT` bytes."""
+    unit = max(1, ALIGNMENT // array.dtype.itemsize)
+    return -(-max(1, math.prod(array.shape)) // unit) * unit
 
 
 def _root(p: Plan, index: int) -> int:

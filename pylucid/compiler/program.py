@@ -39,7 +39,7 @@ from pylucid.compiler.capture import (
     same_kind,
 )
 from pylucid.compiler.codegen import Segment, generate, load
-from pylucid.compiler.plan import Plan, Step
+from pylucid.compiler.plan import ALIGNMENT, Plan, Step
 from pylucid.compiler.tape import INDEX_OUT_OF_RANGE, TARGETS_CHANGED, lower
 from pylucid.dtypes import as_dtype
 from pylucid.kernels import blas
@@ -52,6 +52,7 @@ from pylucid.tensor import Tensor
 __all__ = [
     "Program",
     "Retrace",
+    "aligned_arena",
     "describe_read",
     "flatten",
     "read_now",
@@ -169,7 +170,7 @@ class Program:
         self.text, entries = generate(plan) if mode == "fused" else ("", [])
         self.module = load(self.text) if mode == "fused" else None
         self.arenas = {
-            dtype: np.zeros(max(size, 1), dtype) for dtype, size in plan.arena_sizes.items()
+            dtype: aligned_arena(size, dtype) for dtype, size in plan.arena_sizes.items()
         }
         arrays: dict[int, np.ndarray] = {}
         for index, (dtype, offset, shape, transposed) in plan.places.items():
@@ -494,6 +495,15 @@ class Program:
         return type(ranges[-1][0]).__name__ if ranges else "an optimizer"
 
 
+
+
+def aligned_arena(size: int, dtype: np.dtype) -> np.ndarray:
+    """A zeroed flat array of ``max(size, 1)`` elements of ``dtype`` that starts at a multiple
+    of :data:`~pylucid.compiler.plan.ALIGNMENT` bytes (the plan aligns the places in it)."""
+    size, spare = max(size, 1), max(1, ALIGNMENT // dtype.itemsize)
+    memory = np.zeros(size + spare, dtype)
+    skip = (-memory.ctypes.data % ALIGNMENT) // dtype.itemsize
+    return memory[skip : skip + size]
 
 
 def same_read(value: Any, expected: Any) -> bool:
