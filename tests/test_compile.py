@@ -1236,3 +1236,48 @@ def test_gradients_keep_eager_layout(monkeypatch):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert compiled.stats.replays == 2
     assert fortran_places, "the plan gave no value a Fortran-ordered place"
+
+
+class _Sliced(nn.Module):
+    """Runs ``self.layers[1:]``: a new ModuleList at every call, as many public models do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+    def forward(self, x: pl.Tensor) -> pl.Tensor:
+        x = self.layers[0](x)
+        for layer in self.layers[1:]:
+            x = layer(x).relu()
+        return x
+
+
+def test_modules_made_by_the_step_are_not_guarded(mode):
+    """A ModuleList sliced in the step is made again at every call; guarding its registries
+    (read while its __init__ filled them) made the step capture at every call and never
+    replay. It is captured once and replays eager's results (bits, in tape mode), with a
+    fresh Linear made each call too (its initial weights are draws, replayed)."""
+    pl.manual_seed(0)
+    twins = [_Sliced() for _ in range(2)]
+    twins[1].load_state_dict(twins[0].state_dict())
+    x = pl.tensor(np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32))
+    losses = []
+    for net, wrap in zip(twins, (lambda f: f, pl.compile)):
+        opt = pl.optim.SGD(net.parameters(), lr=0.1)
+
+        def step(x, net=net, opt=opt):  # noqa: ANN001, ANN202
+            opt.zero_grad()
+            loss = (net(x) + nn.Linear(8, 8)(x)).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = wrap(step)
+        pl.manual_seed(1)
+        losses.append([run(x).item() for _ in range(6)])
+        if run is not step:
+            assert run.stats.traces == 1 and run.stats.replays == 5
+    rtol = 0 if mode == "tape" else 1e-6  # (fused loops may contract to FMAs)
+    np.testing.assert_allclose(losses[1], losses[0], rtol=rtol)
+    for a, b in zip(*(net.parameters() for net in twins)):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=rtol, atol=rtol)

@@ -298,28 +298,43 @@ class Shadowing:
         """Note in ``reads``, (id of the module, attribute) -> (module, attribute,
         :func:`reads_again` of the value), the first read in this thread of each attribute a
         module holds itself (its ``__dict__``: numbers, flags, hooks, registries) or in its
-        registries (a parameter, buffer or submodule by name) - not its class's methods."""
+        registries (a parameter, buffer or submodule by name) - not its class's methods.
+
+        Modules the step itself makes (``self.layers[1:]`` is a new ``ModuleList`` at every
+        call) are not read: they are made again from what is read of the others, and their
+        registries, read while their ``__init__`` filled them, never looked the same again,
+        so that such a step was captured at every call and never replayed."""
         thread = self._thread
         get = object.__getattribute__
         registry = Module.__getattr__
+        made: dict[int, Module] = {}  # (held, so that no id is reused during the capture)
+        initialise = Module.__init__
+
+        def make(module: Module, *args: Any, **kwargs: Any) -> None:
+            made[id(module)] = module
+            initialise(module, *args, **kwargs)
 
         def read(module: Module, name: str) -> Any:
             value = get(module, name)
             if threading.get_ident() == thread and name[:2] != "__":
                 key = (id(module), name)
-                if key not in reads and name in get(module, "__dict__"):
+                if key not in reads and key[0] not in made and name in get(module, "__dict__"):
                     reads[key] = (module, name, reads_again(value))
             return value
 
         def read_registry(module: Module, name: str) -> Any:
+            key = (id(module), name)
             try:
                 value = registry(module, name)
             except AttributeError:  # (``hasattr`` said no: that is read too)
-                reads.setdefault((id(module), name), (module, name, Identity(MISSING)))
+                if key[0] not in made:
+                    reads.setdefault(key, (module, name, Identity(MISSING)))
                 raise
-            reads.setdefault((id(module), name), (module, name, reads_again(value)))
+            if key[0] not in made:
+                reads.setdefault(key, (module, name, reads_again(value)))
             return value
 
+        self._patch_for_thread(Module, "__init__", initialise, make)
         self._patch(Module, "__getattribute__", read)
         self._patch_for_thread(Module, "__getattr__", registry, read_registry)
 
