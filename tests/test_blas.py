@@ -182,3 +182,40 @@ def test_products_get_blas_threads_by_their_work(monkeypatch):
         assert calls == [2]
     finally:
         pl.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sum_blocks", [False, True], ids=["columns", "sums"])
+@pytest.mark.parametrize(("m", "k", "n"), [(32, 144, 16384), (16, 16384, 27), (5, 3, 700)])
+def test_blocked_product_has_the_same_bits_on_any_threads(dtype, sum_blocks, m, k, n):
+    """Products cut into blocks on the kernels' pool (convolution's): within the float
+    error bound of a sum of ``k`` products, ``k u sum |a||b|`` (with ``u`` the unit
+    roundoff), of the float64 product; on each layout of the operands; and bit for bit the
+    same at 1 and 2 threads (the blocks depend on the shape alone)."""
+    rng = np.random.default_rng(m + k + n)
+    a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    bound = k * np.finfo(dtype).eps * (np.abs(a).astype(np.float64) @ np.abs(b))
+    previous = pl.get_num_threads()
+    try:
+        for left, right in zip(_layouts(a)[:3], _layouts(b)[:3]):
+            results = []
+            for threads in (1, 2):
+                pl.set_num_threads(threads)
+                out = np.full((m, n), np.nan, dtype)
+                assert blas.blocked_product(left, right, out, sum_blocks)
+                results.append(out)
+            np.testing.assert_array_equal(results[0], results[1])
+            assert np.all(np.abs(results[0] - exact) <= bound)
+    finally:
+        pl.set_num_threads(previous)
+
+
+def test_blocked_product_declines_what_gemm_cannot_take():
+    out = np.empty((4, 4), np.float32)
+    ones = np.ones((4, 4), np.float32)
+    assert not blas.blocked_product(ones[:1], ones, out[:1], False)  # a dimension of 1
+    assert not blas.blocked_product(ones.astype(np.int64), ones.astype(np.int64), out, False)
+    assert not blas.blocked_product(ones, ones.astype(np.float64), out, False)
+    strided = np.ones((8, 8), np.float32)[::2, ::2]  # neither rows nor columns contiguous
+    assert not blas.blocked_product(strided, ones, out, False)

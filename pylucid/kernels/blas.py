@@ -28,6 +28,10 @@ call :func:`product`, the same rule and the same :func:`gemm` from compiled code
 with :func:`product_threads` the count last given to the pool (:data:`THREADS`): one BLAS,
 one pool, and a compiled product's bits are eager's.
 
+:func:`blocked_product` runs a product as blocks on the kernels' own pool, each block one
+single-threaded call: for skinny products below :data:`PARALLEL_FLOPS` that still pay for
+two threads (convolution's), with bits that do not depend on the thread count.
+
 The library is the one NumPy loaded: found beside NumPy's package (``numpy.libs`` on Linux
 and Windows, ``numpy/.dylibs`` on macOS) when NumPy reports ``scipy-openblas`` with 64-bit
 integers, and made known to LLVM (``load_library_permanently``) so that the compiled calls,
@@ -41,9 +45,11 @@ import ctypes
 import glob
 import os
 
+import numba
 import numpy as np
 from llvmlite import binding as llvm_binding
 from numba import types
+from numba.extending import register_jitable
 
 from pylucid.kernels.jit import njit
 from pylucid.kernels.parallel import get_num_threads
@@ -51,6 +57,7 @@ from pylucid.kernels.parallel import get_num_threads
 __all__ = [
     "AVAILABLE",
     "PARALLEL_FLOPS",
+    "blocked_product",
     "THREADS",
     "gemm",
     "library_path",
@@ -192,13 +199,23 @@ def gemm(a, b, out):  # noqa: ANN001, ANN201
         and trans_a != trans_b
     ):
         return False  # a matrix times its transpose: NumPy's syrk
-    if itemsize == 4:
+    _call(a, b, out, trans_a, lda, trans_b, ldb)
+    return True
+
+
+@register_jitable
+def _call(a, b, out, trans_a, lda, trans_b, ldb):  # noqa: ANN001, ANN202
+    """The ``gemm`` call ``out = a @ b``; ``out``'s rows may be strided (its row stride is
+    the leading dimension), its columns contiguous."""
+    m, n = a.shape
+    p = b.shape[1]
+    ldc = out.strides[0] // out.itemsize
+    if a.itemsize == 4:
         _SGEMM(_ROW_MAJOR, trans_a, trans_b, m, p, n, np.float32(1.0), a.ctypes, lda,
-               b.ctypes, ldb, np.float32(0.0), out.ctypes, p)  # fmt: skip
+               b.ctypes, ldb, np.float32(0.0), out.ctypes, ldc)  # fmt: skip
     else:
         _DGEMM(_ROW_MAJOR, trans_a, trans_b, m, p, n, 1.0, a.ctypes, lda,
-               b.ctypes, ldb, 0.0, out.ctypes, p)  # fmt: skip
-    return True
+               b.ctypes, ldb, 0.0, out.ctypes, ldc)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -215,3 +232,96 @@ def product(a, b, out, threads):  # noqa: ANN001, ANN201
         _SET_POOL(np.intc(wanted))
         threads[0] = wanted
     return gemm(a, b, out)
+
+
+# -- products in blocks on the kernels' pool ---------------------------------------------------
+#: A block of :func:`blocked_product` spans this many columns (or summed rows) at least, so
+#: that its call is worth its packing; a product has at most :data:`MOST_BLOCKS` blocks.
+BLOCK_COLUMNS, MOST_BLOCKS = 512, 16
+#: Work (``2 m k n``) from which the blocks run on the kernels' pool (~0.2 ms of one core).
+PARALLEL_BLOCK_FLOPS = 2e7
+
+
+@register_jitable
+def _call_any(a, b, out):  # noqa: ANN001, ANN202
+    """The ``gemm`` call ``out = a @ b`` for operands whose rows or columns are contiguous
+    (checked by the caller)."""
+    trans_a, lda = _layout(a.strides[0], a.strides[1], a.shape[0], a.shape[1], a.itemsize)
+    trans_b, ldb = _layout(b.strides[0], b.strides[1], b.shape[0], b.shape[1], b.itemsize)
+    _call(a, b, out, trans_a, lda, trans_b, ldb)
+
+
+def _columns(a, b, out, blocks):  # noqa: ANN001, ANN202
+    p = b.shape[1]
+    for i in range(blocks):
+        start, stop = p * i // blocks, p * (i + 1) // blocks
+        _call_any(a, b[:, start:stop], out[:, start:stop])
+
+
+def _columns_parallel(a, b, out, blocks):  # noqa: ANN001, ANN202
+    p = b.shape[1]
+    for i in numba.prange(blocks):
+        start, stop = p * i // blocks, p * (i + 1) // blocks
+        _call_any(a, b[:, start:stop], out[:, start:stop])
+
+
+def _sums(a, b, out):  # noqa: ANN001, ANN202
+    n, blocks = a.shape[1], out.shape[0]
+    for i in range(blocks):
+        start, stop = n * i // blocks, n * (i + 1) // blocks
+        _call_any(a[:, start:stop], b[start:stop], out[i])
+
+
+def _sums_parallel(a, b, out):  # noqa: ANN001, ANN202
+    n, blocks = a.shape[1], out.shape[0]
+    for i in numba.prange(blocks):
+        start, stop = n * i // blocks, n * (i + 1) // blocks
+        _call_any(a[:, start:stop], b[start:stop], out[i])
+
+
+_COLUMNS = (njit(cache=True, nogil=True)(_columns),
+            njit(parallel=True, cache=True, nogil=True)(_columns_parallel))  # fmt: skip
+_SUMS = (njit(cache=True, nogil=True)(_sums),
+         njit(parallel=True, cache=True, nogil=True)(_sums_parallel))  # fmt: skip
+
+
+def _contiguous_rows_or_columns(a: np.ndarray) -> bool:
+    rows, columns = a.strides
+    return columns == a.itemsize or rows == a.itemsize
+
+
+def blocked_product(a: np.ndarray, b: np.ndarray, out: np.ndarray, sum_blocks: bool) -> bool:
+    """``out = a @ b`` for float32 (float64) matrices, cut into blocks that the kernels'
+    pool runs (``prange``), each one single-threaded ``gemm`` call: the columns of ``b`` and
+    ``out`` cut apart, or with ``sum_blocks`` the summed dimension, whose partial products
+    are then added in block order. Returns False (``out`` untouched) where it cannot: a
+    dimension of 1, another dtype, operands laid out neither by rows nor by columns, or no
+    OpenBLAS.
+
+    The blocks are a function of the shape alone, so the bits do not depend on the thread
+    count; they are not those of one ``gemm`` call of the whole (OpenBLAS rounds an element
+    by its place in its tiles). One pool and no OpenBLAS threads: products split over
+    OpenBLAS's own pool beside a busy process waited for a parked thread (see the module),
+    while the kernels' pool shares out its blocks.
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    dtype = a.dtype
+    if not AVAILABLE or dtype != b.dtype or dtype not in (np.float32, np.float64):
+        return False
+    laid_out = _contiguous_rows_or_columns(a) and _contiguous_rows_or_columns(b)
+    if min(m, k, n) <= 1 or not laid_out:
+        return False
+    blocks = max(1, min(MOST_BLOCKS, (k if sum_blocks else n) // BLOCK_COLUMNS))
+    work = 2.0 * m * k * n * (2 if dtype == np.float64 else 1)
+    parallel = blocks > 1 and work >= PARALLEL_BLOCK_FLOPS and get_num_threads() > 1
+    if _SET_THREADS is not None and _threads[0] != 1:
+        _SET_THREADS(1)
+        _threads[0] = 1
+    if sum_blocks:
+        parts = np.empty((blocks, m, n), dtype)
+        _SUMS[parallel](a, b, parts)
+        np.add.reduce(parts, axis=0, out=out)  # (in block order: one sum after another)
+    else:
+        _COLUMNS[parallel](a, b, out, blocks)
+    return True
