@@ -136,6 +136,10 @@ def _batch_norm_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.nda
 
 
 def _torch_batch_norm(x, w, b):  # noqa: ANN001, ANN202
+    # pylucid's rule where PyTorch checks nothing of an empty input: (N, C, ...) whose C the
+    # weight and bias fit (PyTorch takes a (0,) input, or (0, 0) with a weight of 2)
+    if x.dim() < 2 or not x.shape[1] == w.shape[0] == b.shape[0]:
+        raise ValueError(f"batch_norm: input {tuple(x.shape)}, weight {tuple(w.shape)}")
     return torch_module().nn.functional.batch_norm(x, None, None, w, b, training=True)
 
 
