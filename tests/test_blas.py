@@ -219,3 +219,5 @@ def test_blocked_product_declines_what_gemm_cannot_take():
     assert not blas.blocked_product(ones, ones.astype(np.float64), out, False)
     strided = np.ones((8, 8), np.float32)[::2, ::2]  # neither rows nor columns contiguous
     assert not blas.blocked_product(strided, ones, out, False)
+    broadcast = np.broadcast_to(np.ones(4, np.float32), (4, 4))  # rows 0 bytes apart
+    assert not blas.blocked_product(broadcast, ones, out, False)

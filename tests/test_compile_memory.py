@@ -66,19 +66,26 @@ def _assert_places_apart(p: planning.Plan) -> None:
             assert not (shared and meet), f"values {index} and {other} overlap while both live"
 
 
+def _chain_of_products(size: int, steps: int, scale: float):
+    """A step of ``steps`` products by one ``size x size`` float32 weight (of standard
+    deviation ``scale``), each scaled by 0.5, summed; and its input."""
+    weight, start = (np.random.default_rng(seed).standard_normal((size, size)) for seed in (0, 1))
+    w = pl.tensor(weight * scale, dtype=pl.float32)
+
+    def chain(x):
+        for _ in range(steps):
+            x = (x @ w) * 0.5
+        return x.sum()
+
+    return chain, pl.tensor(start, dtype=pl.float32)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_long_chain_reuses_its_temporaries_places(plans, mode):
     """Thirty products, each scaled (the products keep fused loops apart): 62 values of
     16 KiB, of which a replay needs about three at a time. Each value with a place of its
     own (before issue 32) made the arena the sum of them all."""
-    w = pl.tensor(np.random.default_rng(0).standard_normal((64, 64)) * 0.2, dtype=pl.float32)
-
-    def chain(x):
-        for _ in range(30):
-            x = (x @ w) * 0.5
-        return x.sum()
-
-    x = pl.tensor(np.random.default_rng(1).standard_normal((64, 64)), dtype=pl.float32)
+    chain, x = _chain_of_products(64, 30, scale=0.2)
     compiled = pl.compile(chain, mode=mode)
     for _ in range(3):  # (fused code sums in float64: within a few ULP of eager's)
         got, want = compiled(x).numpy(), chain(x).numpy()
@@ -95,14 +102,7 @@ def test_a_capture_gives_its_values_memory_back():
     (over 1 MiB: pooled, :mod:`pylucid.memory`) go back to the system after it, not to the
     pool, whose idle buffers a replay would never take (the GPT-small step: 994 MiB
     resident after its capture, 244 MiB after the release)."""
-    w = pl.tensor(np.random.default_rng(0).standard_normal((600, 600)) * 0.05, dtype=pl.float32)
-
-    def chain(x):
-        for _ in range(8):
-            x = (x @ w) * 0.5
-        return x.sum()
-
-    x = pl.tensor(np.random.default_rng(1).standard_normal((600, 600)), dtype=pl.float32)
+    chain, x = _chain_of_products(600, 8, scale=0.05)
     compiled = pl.compile(chain)
     compiled(x)
     assert compiled.stats.traces == 1

@@ -285,9 +285,10 @@ _SUMS = (njit(cache=True, nogil=True)(_sums),
          njit(parallel=True, cache=True, nogil=True)(_sums_parallel))  # fmt: skip
 
 
-def _contiguous_rows_or_columns(a: np.ndarray) -> bool:
-    rows, columns = a.strides
-    return columns == a.itemsize or rows == a.itemsize
+def _laid_out(a: np.ndarray) -> bool:
+    """Whether :func:`gemm` takes the matrix ``a`` as it is (:func:`_layout`'s rule)."""
+    rows, columns = a.shape
+    return _layout(a.strides[0], a.strides[1], rows, columns, a.itemsize)[0] != 0
 
 
 def blocked_product(a: np.ndarray, b: np.ndarray, out: np.ndarray, sum_blocks: bool) -> bool:
@@ -309,8 +310,7 @@ def blocked_product(a: np.ndarray, b: np.ndarray, out: np.ndarray, sum_blocks: b
     dtype = a.dtype
     if not AVAILABLE or dtype != b.dtype or dtype not in (np.float32, np.float64):
         return False
-    laid_out = _contiguous_rows_or_columns(a) and _contiguous_rows_or_columns(b)
-    if min(m, k, n) <= 1 or not laid_out:
+    if min(m, k, n) <= 1 or not (_laid_out(a) and _laid_out(b)):
         return False
     blocks = max(1, min(MOST_BLOCKS, (k if sum_blocks else n) // BLOCK_COLUMNS))
     work = 2.0 * m * k * n * (2 if dtype == np.float64 else 1)
